@@ -1,0 +1,316 @@
+// Per-element math shared by the C++ CPU kernels and the CUDA kernels: each functor is the
+// single definition of an op's forward value, compiled by g++ for cpp/ and by nvcc for cuda/.
+#ifndef SINGA_TENSOR_FUNCTORS_H_
+#define SINGA_TENSOR_FUNCTORS_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#if defined(__CUDACC__)
+#define ST_HD __host__ __device__ __forceinline__
+#else
+#define ST_HD inline
+#endif
+
+namespace st {
+
+template <class T>
+ST_HD bool is_nan(T x) {
+  return x != x;  // false for integers, true only for NaN
+}
+
+// exp for float32 that vectorises: Cody-Waite range reduction to [-ln2/2, ln2/2], a degree-6
+// polynomial (relative error below 2 ulp), and 2^n built from the exponent bits. The libm call
+// cannot be vectorised without -ffast-math, and exp dominates softmax, tanh, sigmoid and silu.
+ST_HD float fast_expf(float x) {
+  const float hi = 88.3762626647949f, lo = -103.972076f;
+  float xc = x > hi ? hi : (x < -87.3365448f ? -87.3365448f : x);
+  float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  float y = p * scale;
+  // below -87.34 the result is denormal or zero: fall back to a rescaled product
+  if (x < -87.3365448f) {
+    float n2 = std::floor((x + 64.0f * 0.693147181f) * 1.44269504088896341f + 0.5f);
+    float r2 = (x + 64.0f * 0.693147181f) - n2 * 0.693359375f - n2 * -2.12194440e-4f;
+    float q = 1.9875691500e-4f;
+    q = q * r2 + 1.3981999507e-3f;
+    q = q * r2 + 8.3334519073e-3f;
+    q = q * r2 + 4.1665795894e-2f;
+    q = q * r2 + 1.6666665459e-1f;
+    q = q * r2 + 5.0000001201e-1f;
+    q = q * r2 * r2 + r2 + 1.0f;
+    int32_t e = static_cast<int32_t>(n2) + 127;
+    int32_t b2 = (e < 1 ? 1 : e) << 23;
+    float s2;
+    std::memcpy(&s2, &b2, sizeof(s2));
+    y = e < 1 ? 0.0f : q * s2 * 5.42101086e-20f;  // 2^-64
+  }
+  y = x > hi ? INFINITY : y;
+  y = x < lo ? 0.0f : y;
+  return x != x ? x : y;
+}
+
+ST_HD float st_exp(float x) { return fast_expf(x); }
+ST_HD double st_exp(double x) { return std::exp(x); }
+
+template <class T>
+ST_HD T sigmoid(T x) {
+  // written so that neither branch overflows
+  T z = st_exp(-std::fabs(x));
+  T s = T(1) / (T(1) + z);
+  return x >= T(0) ? s : z * s;
+}
+
+template <class T>
+ST_HD T tanh_(T x) {
+  // tanh through exp keeps the float path vectorised; near zero use the libm form for accuracy
+  T ax = std::fabs(x);
+  if (ax < T(0.625)) return std::tanh(x);
+  T e = st_exp(T(-2) * ax);
+  T t = (T(1) - e) / (T(1) + e);
+  return x < T(0) ? -t : t;
+}
+
+// ---- unary: y = f(x; a, b) -------------------------------------------------------------------
+#define ST_UNARY_FUNCTOR(NAME, EXPR)                 \
+  struct NAME {                                      \
+    template <class T>                               \
+    ST_HD T operator()(T x, T a, T b) const {        \
+      (void)a;                                       \
+      (void)b;                                       \
+      return EXPR;                                   \
+    }                                                \
+  };
+
+namespace fn {
+ST_UNARY_FUNCTOR(neg, -x)
+ST_UNARY_FUNCTOR(abs, x < T(0) ? T(-x) : x)
+ST_UNARY_FUNCTOR(sign, is_nan(x) ? x : T((x > T(0)) - (x < T(0))))
+ST_UNARY_FUNCTOR(exp, st_exp(x))
+ST_UNARY_FUNCTOR(log, std::log(x))
+ST_UNARY_FUNCTOR(log1p, std::log1p(x))
+ST_UNARY_FUNCTOR(expm1, std::expm1(x))
+ST_UNARY_FUNCTOR(sqrt, std::sqrt(x))
+ST_UNARY_FUNCTOR(rsqrt, T(1) / std::sqrt(x))
+ST_UNARY_FUNCTOR(sin, std::sin(x))
+ST_UNARY_FUNCTOR(cos, std::cos(x))
+ST_UNARY_FUNCTOR(tan, std::tan(x))
+ST_UNARY_FUNCTOR(tanh, tanh_(x))
+ST_UNARY_FUNCTOR(sigmoid, st::sigmoid(x))
+ST_UNARY_FUNCTOR(relu, x > T(0) ? x : (is_nan(x) ? x : T(0)))
+ST_UNARY_FUNCTOR(leaky_relu, x > T(0) ? x : x * a)
+ST_UNARY_FUNCTOR(elu, x > T(0) ? x : a * (st_exp(x) - T(1)))
+ST_UNARY_FUNCTOR(gelu, T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))))
+ST_UNARY_FUNCTOR(gelu_tanh,
+                 T(0.5) * x *
+                     (T(1) + tanh_(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))))
+ST_UNARY_FUNCTOR(silu, x * st::sigmoid(x))
+// softplus(x; beta, threshold) = log1p(exp(beta x)) / beta, linear above the threshold
+ST_UNARY_FUNCTOR(softplus, x * a > b ? x : std::log1p(st_exp(x * a)) / a)
+ST_UNARY_FUNCTOR(erf, std::erf(x))
+ST_UNARY_FUNCTOR(floor, std::floor(x))
+ST_UNARY_FUNCTOR(ceil, std::ceil(x))
+ST_UNARY_FUNCTOR(round, std::nearbyint(x))
+ST_UNARY_FUNCTOR(clamp, is_nan(x) ? x : (x < a ? a : (x > b ? b : x)))
+ST_UNARY_FUNCTOR(reciprocal, T(1) / x)
+ST_UNARY_FUNCTOR(square, x * x)
+ST_UNARY_FUNCTOR(relu_mask, x > T(0) ? T(1) : T(0))
+ST_UNARY_FUNCTOR(pow_scalar, a == T(2) ? x * x : (a == T(1) ? x : std::pow(x, a)))
+ST_UNARY_FUNCTOR(affine, a * x + b)
+ST_UNARY_FUNCTOR(logical_not, T(x == T(0)))
+
+// ---- binary: out = f(a, b) ---------------------------------------------------------------------
+#define ST_BINARY_FUNCTOR(NAME, EXPR)           \
+  struct NAME {                                 \
+    template <class T>                          \
+    ST_HD T operator()(T a, T b) const {        \
+      return EXPR;                              \
+    }                                           \
+  };
+
+template <class T>
+ST_HD T floor_div(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    if (b == 0) return T(0);            // Python refuses this before the kernel runs
+    if (b == T(-1)) return T(T(0) - a);  // avoids the INT_MIN / -1 trap
+    T q = a / b;
+    return (q * b != a && ((a < 0) != (b < 0))) ? T(q - 1) : q;
+  } else {
+    if (b == T(0)) return a / b;
+    T r = std::fmod(a, b);
+    T q = (a - r) / b;
+    if (r != T(0) && ((r < T(0)) != (b < T(0)))) q -= T(1);
+    return q;
+  }
+}
+
+template <class T>
+ST_HD T py_mod(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    if (b == 0 || b == T(-1)) return T(0);
+    T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+  } else {
+    T r = std::fmod(a, b);
+    if (r != T(0) && ((r < T(0)) != (b < T(0)))) r += b;
+    return r;
+  }
+}
+
+template <class T>
+ST_HD T power(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    if (b < 0) return T(a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0));
+    T r = 1;
+    while (b) {
+      if (b & 1) r = T(r * a);
+      a = T(a * a);
+      b >>= 1;
+    }
+    return r;
+  } else {
+    return b == T(2) ? a * a : std::pow(a, b);
+  }
+}
+
+ST_BINARY_FUNCTOR(add, a + b)
+ST_BINARY_FUNCTOR(sub, a - b)
+ST_BINARY_FUNCTOR(mul, a * b)
+ST_BINARY_FUNCTOR(div, a / b)
+ST_BINARY_FUNCTOR(floor_divide, floor_div(a, b))
+ST_BINARY_FUNCTOR(remainder, py_mod(a, b))
+ST_BINARY_FUNCTOR(pow, power(a, b))
+ST_BINARY_FUNCTOR(maximum, is_nan(a) ? a : (is_nan(b) ? b : (a > b ? a : b)))
+ST_BINARY_FUNCTOR(minimum, is_nan(a) ? a : (is_nan(b) ? b : (a < b ? a : b)))
+ST_BINARY_FUNCTOR(logical_and, T((a != 0) && (b != 0)))
+ST_BINARY_FUNCTOR(logical_or, T((a != 0) || (b != 0)))
+ST_BINARY_FUNCTOR(logical_xor, T((a != 0) != (b != 0)))
+
+#define ST_COMPARE_FUNCTOR(NAME, OP)                   \
+  struct NAME {                                        \
+    template <class T>                                 \
+    ST_HD uint8_t operator()(T a, T b) const {         \
+      return uint8_t(a OP b);                          \
+    }                                                  \
+  };
+ST_COMPARE_FUNCTOR(eq, ==)
+ST_COMPARE_FUNCTOR(ne, !=)
+ST_COMPARE_FUNCTOR(lt, <)
+ST_COMPARE_FUNCTOR(le, <=)
+ST_COMPARE_FUNCTOR(gt, >)
+ST_COMPARE_FUNCTOR(ge, >=)
+}  // namespace fn
+
+// ---- dtype conversion helpers for the 16-bit float storage types --------------------------------
+ST_HD float bf16_to_f32(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+ST_HD uint16_t f32_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  if (f != f) return uint16_t((bits >> 16) | 0x40);  // keep NaN a quiet NaN
+  bits += 0x7FFF + ((bits >> 16) & 1);                 // round to nearest even
+  return uint16_t(bits >> 16);
+}
+ST_HD float f16_to_f32(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1F;
+  uint32_t man = h & 0x3FF;
+  uint32_t bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {  // subnormal half: normalise
+      int e = -1;
+      do {
+        ++e;
+        man <<= 1;
+      } while (!(man & 0x400));
+      bits = sign | uint32_t(127 - 15 - e) << 23 | (man & 0x3FF) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7F800000u | man << 13;
+  } else {
+    bits = sign | (exp + 112) << 23 | man << 13;
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+ST_HD uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof(x));
+  uint32_t sign = (x >> 16) & 0x8000;
+  uint32_t ax = x & 0x7FFFFFFF;
+  if (ax > 0x7F800000) return uint16_t(sign | 0x7E00);   // NaN
+  if (ax >= 0x477FF000) return uint16_t(sign | 0x7C00);  // overflow rounds to inf
+  if (ax < 0x38800000) {                                 // subnormal or zero half
+    if (ax < 0x33000000) return uint16_t(sign);
+    uint32_t e = ax >> 23;
+    uint32_t man = (ax & 0x7FFFFF) | 0x800000;
+    uint32_t shift = 126 - e;  // 14 + (113 - e)
+    uint32_t half = man >> shift;
+    uint32_t rem = man & ((1u << shift) - 1);
+    uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) ++half;
+    return uint16_t(sign | half);
+  }
+  uint32_t half = ((ax - 0x38000000) >> 13);
+  uint32_t rem = ax & 0x1FFF;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) ++half;
+  return uint16_t(sign | half);
+}
+
+// ---- Philox-4x32-10 counter-based generator -------------------------------------------------------
+struct Philox4 {
+  uint32_t v[4];
+};
+ST_HD uint32_t mulhilo(uint32_t a, uint32_t b, uint32_t* hi) {
+  uint64_t p = uint64_t(a) * uint64_t(b);
+  *hi = uint32_t(p >> 32);
+  return uint32_t(p);
+}
+ST_HD Philox4 philox(uint64_t seed, uint64_t counter) {
+  uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    uint32_t hi0, hi1;
+    uint32_t lo0 = mulhilo(0xD2511F53u, c0, &hi0);
+    uint32_t lo1 = mulhilo(0xCD9E8D57u, c2, &hi1);
+    uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return Philox4{{c0, c1, c2, c3}};
+}
+// uniform in [0, 1) from 24 or 53 random bits
+ST_HD float u01_f32(uint32_t x) { return float(x >> 8) * 5.9604644775390625e-08f; }
+ST_HD double u01_f64(uint32_t lo, uint32_t hi) {
+  uint64_t v = (uint64_t(hi) << 32 | lo) >> 11;
+  return double(v) * 1.1102230246251565e-16;
+}
+
+}  // namespace st
+
+#endif  // SINGA_TENSOR_FUNCTORS_H_

@@ -1,0 +1,201 @@
+/* The kernel ABI of singa_tensor: one C interface, implemented by the C++ CPU library
+ * (cpp/src) and, with a trailing stream argument, by the CUDA library (cuda/).
+ *
+ * Every symbol is st_<op>_<dtype>. The lists below are X-macros so that the declarations,
+ * the C++ and CUDA definitions, and the Python bindings (cffi reads this header after the C
+ * preprocessor) all come from one place.
+ *
+ * Conventions
+ *   - Python validates every shape, dtype and index before calling; kernels trust their inputs.
+ *   - Strides are in elements, may be zero (broadcast) or negative (flipped views).
+ *   - "outer, n, inner" describes a contiguous tensor viewed as [outer, n, inner] where the
+ *     middle axis is the one reduced, scanned or indexed.
+ *   - Dtype suffixes: f32 f64 f16 bf16 i32 i64 u8 (bool is u8 holding 0 or 1).
+ */
+#ifndef SINGA_TENSOR_H_
+#define SINGA_TENSOR_H_
+
+#ifndef ST_CDEF /* cffi supplies the fixed-width types itself */
+#include <stdint.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- dtype lists: X(suffix, C type) ------------------------------------------------------ */
+#define ST_FLOAT_TYPES(X, ...) X(f32, float, __VA_ARGS__) X(f64, double, __VA_ARGS__)
+#define ST_INT_TYPES(X, ...) X(i32, int32_t, __VA_ARGS__) X(i64, int64_t, __VA_ARGS__)
+#define ST_NUM_TYPES(X, ...) ST_FLOAT_TYPES(X, __VA_ARGS__) ST_INT_TYPES(X, __VA_ARGS__)
+#define ST_ALL_TYPES(X, ...) ST_NUM_TYPES(X, __VA_ARGS__) X(u8, uint8_t, __VA_ARGS__)
+/* raw storage widths used by layout-only kernels (copy) */
+#define ST_WIDTH_TYPES(X, ...)                                                     \
+  X(b8, uint8_t, __VA_ARGS__) X(b16, uint16_t, __VA_ARGS__) X(b32, uint32_t, __VA_ARGS__) \
+  X(b64, uint64_t, __VA_ARGS__)
+
+/* ---- op lists ----------------------------------------------------------------------------- */
+/* y = f(x; alpha, beta), contiguous, float types */
+#define ST_UNARY_FLOAT_OPS(X, ...)                                                          \
+  X(neg, __VA_ARGS__) X(abs, __VA_ARGS__) X(sign, __VA_ARGS__) X(exp, __VA_ARGS__)           \
+  X(log, __VA_ARGS__) X(log1p, __VA_ARGS__) X(expm1, __VA_ARGS__) X(sqrt, __VA_ARGS__)       \
+  X(rsqrt, __VA_ARGS__) X(sin, __VA_ARGS__) X(cos, __VA_ARGS__) X(tan, __VA_ARGS__)          \
+  X(tanh, __VA_ARGS__) X(sigmoid, __VA_ARGS__) X(relu, __VA_ARGS__)                          \
+  X(leaky_relu, __VA_ARGS__) X(elu, __VA_ARGS__) X(gelu, __VA_ARGS__)                        \
+  X(gelu_tanh, __VA_ARGS__) X(silu, __VA_ARGS__) X(softplus, __VA_ARGS__) X(erf, __VA_ARGS__) \
+  X(floor, __VA_ARGS__) X(ceil, __VA_ARGS__) X(round, __VA_ARGS__) X(clamp, __VA_ARGS__)     \
+  X(reciprocal, __VA_ARGS__) X(square, __VA_ARGS__) X(relu_mask, __VA_ARGS__)                \
+  X(pow_scalar, __VA_ARGS__) X(affine, __VA_ARGS__)
+/* the subset that makes sense on integers */
+#define ST_UNARY_INT_OPS(X, ...)                                                            \
+  X(neg, __VA_ARGS__) X(abs, __VA_ARGS__) X(sign, __VA_ARGS__) X(clamp, __VA_ARGS__)         \
+  X(square, __VA_ARGS__) X(relu, __VA_ARGS__) X(affine, __VA_ARGS__)
+
+/* out = f(a, b) with broadcasting through strides; numeric types */
+#define ST_BINARY_OPS(X, ...)                                                               \
+  X(add, __VA_ARGS__) X(sub, __VA_ARGS__) X(mul, __VA_ARGS__) X(div, __VA_ARGS__)            \
+  X(floor_divide, __VA_ARGS__) X(remainder, __VA_ARGS__) X(pow, __VA_ARGS__)                 \
+  X(maximum, __VA_ARGS__) X(minimum, __VA_ARGS__)
+/* out(bool) = f(a, b); all types */
+#define ST_COMPARE_OPS(X, ...)                                                              \
+  X(eq, __VA_ARGS__) X(ne, __VA_ARGS__) X(lt, __VA_ARGS__) X(le, __VA_ARGS__)                \
+  X(gt, __VA_ARGS__) X(ge, __VA_ARGS__)
+/* on bools */
+#define ST_LOGICAL_OPS(X, ...) X(logical_and, __VA_ARGS__) X(logical_or, __VA_ARGS__) \
+  X(logical_xor, __VA_ARGS__)
+
+/* y[outer, inner] = reduce over n; numeric types and bool */
+#define ST_REDUCE_OPS(X, ...) X(sum, __VA_ARGS__) X(prod, __VA_ARGS__) X(max, __VA_ARGS__) \
+  X(min, __VA_ARGS__)
+/* y[outer, inner] = index of max/min over n (first occurrence; NaN wins) */
+#define ST_ARG_REDUCE_OPS(X, ...) X(argmax, __VA_ARGS__) X(argmin, __VA_ARGS__)
+/* y has the shape of x; float types */
+#define ST_SCAN_FLOAT_OPS(X, ...) X(softmax, __VA_ARGS__) X(log_softmax, __VA_ARGS__)
+#define ST_SCAN_OPS(X, ...) X(cumsum, __VA_ARGS__) X(cumprod, __VA_ARGS__)
+
+/* ---- declarations -------------------------------------------------------------------------- */
+#define ST_DECL_UNARY(op, sfx, T) \
+  void st_##op##_##sfx(const T* x, T* y, int64_t n, double alpha, double beta);
+#define ST_DECL_UNARY_FLOAT(sfx, T, _) ST_UNARY_FLOAT_OPS(ST_DECL_UNARY, sfx, T)
+#define ST_DECL_UNARY_INT(sfx, T, _) ST_UNARY_INT_OPS(ST_DECL_UNARY, sfx, T)
+ST_FLOAT_TYPES(ST_DECL_UNARY_FLOAT, _)
+ST_INT_TYPES(ST_DECL_UNARY_INT, _)
+void st_logical_not_u8(const uint8_t* x, uint8_t* y, int64_t n, double alpha, double beta);
+/* isnan/isinf/isfinite -> bool */
+#define ST_DECL_FLOAT_TEST(sfx, T, _)                                      \
+  void st_isnan_##sfx(const T* x, uint8_t* y, int64_t n);                  \
+  void st_isinf_##sfx(const T* x, uint8_t* y, int64_t n);
+ST_FLOAT_TYPES(ST_DECL_FLOAT_TEST, _)
+
+#define ST_DECL_BINARY(op, sfx, T)                                                      \
+  void st_##op##_##sfx(const T* a, const T* b, T* out, int32_t ndim, const int64_t* shape, \
+                       const int64_t* sa, const int64_t* sb);
+#define ST_DECL_BINARY_T(sfx, T, _) ST_BINARY_OPS(ST_DECL_BINARY, sfx, T)
+ST_NUM_TYPES(ST_DECL_BINARY_T, _)
+#define ST_DECL_COMPARE(op, sfx, T)                                                            \
+  void st_##op##_##sfx(const T* a, const T* b, uint8_t* out, int32_t ndim, const int64_t* shape, \
+                       const int64_t* sa, const int64_t* sb);
+#define ST_DECL_COMPARE_T(sfx, T, _) ST_COMPARE_OPS(ST_DECL_COMPARE, sfx, T)
+ST_ALL_TYPES(ST_DECL_COMPARE_T, _)
+ST_LOGICAL_OPS(ST_DECL_BINARY, u8, uint8_t)
+
+/* out = cond ? a : b, broadcast through strides */
+#define ST_DECL_WHERE(sfx, T, _)                                                       \
+  void st_where_##sfx(const uint8_t* cond, const T* a, const T* b, T* out, int32_t ndim, \
+                      const int64_t* shape, const int64_t* sc, const int64_t* sa,       \
+                      const int64_t* sb);
+ST_ALL_TYPES(ST_DECL_WHERE, _)
+
+/* y = x element by element, both strided: contiguous(), expand, flip, cat, setitem, fill */
+#define ST_DECL_COPY(sfx, T, _)                                                                \
+  void st_copy_##sfx(const void* x, void* y, int32_t ndim, const int64_t* shape,                \
+                     const int64_t* sx, const int64_t* sy);
+ST_WIDTH_TYPES(ST_DECL_COPY, _)
+
+/* dtype conversion, contiguous: st_cast_<from>_<to> */
+#define ST_CAST_TYPES(X, ...)                                                                 \
+  X(f32, float, __VA_ARGS__) X(f64, double, __VA_ARGS__) X(f16, uint16_t, __VA_ARGS__)        \
+  X(bf16, uint16_t, __VA_ARGS__) X(i32, int32_t, __VA_ARGS__) X(i64, int64_t, __VA_ARGS__)    \
+  X(u8, uint8_t, __VA_ARGS__)
+/* the same list again: a macro cannot expand itself, and casts need a nested loop */
+#define ST_CAST_TYPES_INNER(X, ...)                                                           \
+  X(f32, float, __VA_ARGS__) X(f64, double, __VA_ARGS__) X(f16, uint16_t, __VA_ARGS__)        \
+  X(bf16, uint16_t, __VA_ARGS__) X(i32, int32_t, __VA_ARGS__) X(i64, int64_t, __VA_ARGS__)    \
+  X(u8, uint8_t, __VA_ARGS__)
+#define ST_DECL_CAST_TO(dsfx, D, ssfx, S) void st_cast_##ssfx##_##dsfx(const S* x, D* y, int64_t n);
+#define ST_DECL_CAST_FROM(ssfx, S, _) ST_CAST_TYPES_INNER(ST_DECL_CAST_TO, ssfx, S)
+ST_CAST_TYPES(ST_DECL_CAST_FROM, _)
+
+/* y[i] = start + i * step */
+#define ST_DECL_ARANGE(sfx, T, _) void st_arange_##sfx(T* y, int64_t n, double start, double step);
+ST_NUM_TYPES(ST_DECL_ARANGE, _)
+
+/* reductions over the middle axis of [outer, n, inner] */
+#define ST_DECL_REDUCE(op, sfx, T) \
+  void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner);
+#define ST_DECL_REDUCE_T(sfx, T, _) ST_REDUCE_OPS(ST_DECL_REDUCE, sfx, T)
+ST_ALL_TYPES(ST_DECL_REDUCE_T, _)
+#define ST_DECL_ARG_REDUCE(op, sfx, T) \
+  void st_##op##_##sfx(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner);
+#define ST_DECL_ARG_REDUCE_T(sfx, T, _) ST_ARG_REDUCE_OPS(ST_DECL_ARG_REDUCE, sfx, T)
+ST_ALL_TYPES(ST_DECL_ARG_REDUCE_T, _)
+#define ST_DECL_SCAN_FLOAT_T(sfx, T, _) ST_SCAN_FLOAT_OPS(ST_DECL_REDUCE, sfx, T)
+ST_FLOAT_TYPES(ST_DECL_SCAN_FLOAT_T, _)
+#define ST_DECL_SCAN_T(sfx, T, _) ST_SCAN_OPS(ST_DECL_REDUCE, sfx, T)
+ST_NUM_TYPES(ST_DECL_SCAN_T, _)
+/* float-only reductions: logsumexp, and var with a correction (Bessel) term */
+#define ST_DECL_FLOAT_REDUCE(sfx, T, _)                                                     \
+  void st_logsumexp_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner);       \
+  void st_var_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, double correction);
+ST_FLOAT_TYPES(ST_DECL_FLOAT_REDUCE, _)
+
+/* C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b], row-major, batch strides in elements */
+#define ST_DECL_GEMM(sfx, T, _)                                                               \
+  void st_gemm_##sfx(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,       \
+                     double alpha, const T* a, int64_t lda, const T* b, int64_t ldb, double beta, \
+                     T* c, int64_t ldc, int64_t batch, int64_t stride_a, int64_t stride_b,    \
+                     int64_t stride_c);
+ST_NUM_TYPES(ST_DECL_GEMM, _)
+
+/* indexing along the middle axis; indices are validated (and wrapped) by Python.
+ *   gather:       y[o, j, i] = x[o, idx[o, j, i], i]           (x: [outer, nx, inner])
+ *   scatter:      y[o, idx[o, j, i], i] = src[o, j, i]         (y: [outer, ny, inner])
+ *   scatter_add:  y[o, idx[o, j, i], i] += src[o, j, i]
+ *   index_select: y[o, j, i] = x[o, idx[j], i]
+ *   index_add:    y[o, idx[j], i] += src[o, j, i]
+ */
+#define ST_DECL_INDEX(sfx, T, _)                                                               \
+  void st_gather_##sfx(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t nx,        \
+                       int64_t ni, int64_t inner);                                             \
+  void st_scatter_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny,     \
+                        int64_t ni, int64_t inner);                                            \
+  void st_scatter_add_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny, \
+                            int64_t ni, int64_t inner);                                        \
+  void st_index_select_##sfx(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t nx,  \
+                             int64_t ni, int64_t inner);                                       \
+  void st_index_add_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny,   \
+                          int64_t ni, int64_t inner);
+ST_ALL_TYPES(ST_DECL_INDEX, _)
+/* flat positions of the non-zero elements of a contiguous bool array; returns the count
+ * written (at most cap) */
+int64_t st_nonzero_u8(const uint8_t* x, int64_t n, int64_t* out, int64_t cap);
+
+/* counter-based random numbers (Philox-4x32-10): element i depends only on (seed, offset + i),
+ * so CPU and CUDA produce the same stream */
+#define ST_DECL_RANDOM(sfx, T, _)                                                          \
+  void st_uniform_##sfx(T* y, int64_t n, uint64_t seed, uint64_t offset, double low,       \
+                        double high);                                                      \
+  void st_normal_##sfx(T* y, int64_t n, uint64_t seed, uint64_t offset, double mean,       \
+                       double std);
+ST_FLOAT_TYPES(ST_DECL_RANDOM, _)
+void st_randint_i64(int64_t* y, int64_t n, uint64_t seed, uint64_t offset, int64_t low,
+                    int64_t high);
+
+/* library facts */
+int32_t st_num_threads(void);
+void st_set_num_threads(int32_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SINGA_TENSOR_H_ */

@@ -1,0 +1,110 @@
+// Loop machinery shared by the CPU kernels: parallel ranges and strided iteration.
+#ifndef SINGA_TENSOR_CPU_COMMON_H_
+#define SINGA_TENSOR_CPU_COMMON_H_
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "singa_tensor/functors.h"
+#include "singa_tensor/singa_tensor.h"
+
+namespace st {
+
+constexpr int kMaxDims = 16;
+// below this many elements a kernel runs on one thread: forking costs more than it saves
+constexpr int64_t kGrain = 1 << 15;
+
+inline int threads_for(int64_t work) {
+  if (work < kGrain) return 1;
+  int64_t t = work / kGrain;
+  int max_t = omp_get_max_threads();
+  return int(std::min<int64_t>(t, max_t));
+}
+
+// Run body(begin, end) over [0, n) split into contiguous chunks, one per thread.
+template <class F>
+void parallel_for(int64_t n, int64_t cost_per_item, F&& body) {
+  int nt = threads_for(n * cost_per_item);
+  if (nt <= 1) {
+    if (n > 0) body(int64_t(0), n);
+    return;
+  }
+#pragma omp parallel num_threads(nt)
+  {
+    int t = omp_get_thread_num(), T = omp_get_num_threads();
+    int64_t chunk = (n + T - 1) / T;
+    int64_t b = std::min<int64_t>(n, t * chunk), e = std::min<int64_t>(n, b + chunk);
+    if (b < e) body(b, e);
+  }
+}
+
+// A strided layout over K operands, with adjacent dimensions merged where every operand allows.
+template <int K>
+struct Strided {
+  int nd = 0;
+  int64_t shape[kMaxDims];
+  int64_t stride[K][kMaxDims];
+  int64_t numel = 1;
+
+  Strided(int ndim, const int64_t* shp, const int64_t* const* strides) {
+    for (int d = 0; d < ndim; ++d) {
+      if (shp[d] == 1) continue;  // size-1 dims carry no information
+      numel *= shp[d];
+      bool merge = nd > 0;
+      for (int k = 0; k < K && merge; ++k)
+        merge = stride[k][nd - 1] == strides[k][d] * shp[d];
+      if (merge) {
+        shape[nd - 1] *= shp[d];
+        for (int k = 0; k < K; ++k) stride[k][nd - 1] = strides[k][d];
+      } else {
+        shape[nd] = shp[d];
+        for (int k = 0; k < K; ++k) stride[k][nd] = strides[k][d];
+        ++nd;
+      }
+      if (shp[d] == 0) numel = 0;
+    }
+    for (int d = 0; d < ndim; ++d)
+      if (shp[d] == 0) numel = 0;
+    if (nd == 0) {  // a scalar
+      nd = 1;
+      shape[0] = 1;
+      for (int k = 0; k < K; ++k) stride[k][0] = 0;
+    }
+  }
+
+  // Calls row(offsets[K], len, inner_strides[K]) for every innermost row, rows split over threads.
+  template <class F>
+  void for_each_row(F&& row) const {
+    if (numel == 0) return;
+    const int64_t len = shape[nd - 1];
+    const int64_t rows = numel / len;
+    int64_t inner[K];
+    for (int k = 0; k < K; ++k) inner[k] = stride[k][nd - 1];
+    parallel_for(rows, len, [&](int64_t rb, int64_t re) {
+      int64_t idx[kMaxDims] = {0};
+      int64_t off[K] = {0};
+      int64_t r = rb;  // unravel the first row index of this chunk
+      for (int d = nd - 2; d >= 0; --d) {
+        idx[d] = r % shape[d];
+        r /= shape[d];
+        for (int k = 0; k < K; ++k) off[k] += idx[d] * stride[k][d];
+      }
+      for (int64_t i = rb; i < re; ++i) {
+        row(off, len, inner);
+        for (int d = nd - 2; d >= 0; --d) {  // odometer step to the next row
+          ++idx[d];
+          for (int k = 0; k < K; ++k) off[k] += stride[k][d];
+          if (idx[d] < shape[d]) break;
+          for (int k = 0; k < K; ++k) off[k] -= stride[k][d] * shape[d];
+          idx[d] = 0;
+        }
+      }
+    });
+  }
+};
+
+}  // namespace st
+
+#endif  // SINGA_TENSOR_CPU_COMMON_H_

@@ -1,0 +1,124 @@
+// Layout kernels: strided copies, dtype conversion and ranges.
+#include "common.h"
+
+namespace st {
+namespace {
+
+template <class T>
+void copy(const T* x, T* y, int ndim, const int64_t* shape, const int64_t* sx,
+          const int64_t* sy) {
+  const int64_t* strides[2] = {sy, sx};
+  Strided<2> it(ndim, shape, strides);
+  it.for_each_row([&](const int64_t* off, int64_t len, const int64_t* st) {
+    T* o = y + off[0];
+    const T* p = x + off[1];
+    if (st[0] == 1 && st[1] == 1) {
+      std::memcpy(o, p, size_t(len) * sizeof(T));
+    } else if (st[0] == 1 && st[1] == 0) {
+      const T v = *p;
+      for (int64_t i = 0; i < len; ++i) o[i] = v;
+    } else {
+      for (int64_t i = 0; i < len; ++i) o[i * st[0]] = p[i * st[1]];
+    }
+  });
+}
+
+// conversions to and from the 16-bit float storage types pass through float
+template <class S>
+inline float to_float(S v, int kind) {
+  if (kind == 1) return f16_to_f32(uint16_t(v));
+  if (kind == 2) return bf16_to_f32(uint16_t(v));
+  return float(v);
+}
+
+template <class D, class S>
+inline D convert(S v) {
+  if constexpr (std::is_same<D, uint8_t>::value) {
+    return uint8_t(v != S(0));  // casting to bool tests for non-zero
+  } else if constexpr (std::is_integral<D>::value && std::is_floating_point<S>::value) {
+    // out-of-range and NaN values are undefined in C++; saturate them deterministically
+    if (v != v) return D(0);
+    if (v >= S(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
+    if (v <= S(std::numeric_limits<D>::min())) return std::numeric_limits<D>::min();
+    return D(v);
+  } else {
+    return D(v);
+  }
+}
+
+// tag types for the two 16-bit float formats, whose storage is uint16_t
+struct F16 {};
+struct BF16 {};
+template <class Tag>
+struct Storage {
+  using type = Tag;
+};
+template <>
+struct Storage<F16> {
+  using type = uint16_t;
+};
+template <>
+struct Storage<BF16> {
+  using type = uint16_t;
+};
+
+template <class Tag>
+inline auto load(typename Storage<Tag>::type v) {
+  if constexpr (std::is_same<Tag, F16>::value) return f16_to_f32(v);
+  else if constexpr (std::is_same<Tag, BF16>::value) return bf16_to_f32(v);
+  else return v;
+}
+template <class Tag, class V>
+inline typename Storage<Tag>::type store(V v) {
+  if constexpr (std::is_same<Tag, F16>::value) return f32_to_f16(convert<float>(v));
+  else if constexpr (std::is_same<Tag, BF16>::value) return f32_to_bf16(convert<float>(v));
+  else return convert<Tag>(v);
+}
+
+template <class SrcTag, class DstTag>
+void cast(const typename Storage<SrcTag>::type* x, typename Storage<DstTag>::type* y, int64_t n) {
+  parallel_for(n, 1, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) y[i] = store<DstTag>(load<SrcTag>(x[i]));
+  });
+}
+
+template <class T>
+void arange(T* y, int64_t n, double start, double step) {
+  parallel_for(n, 1, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) y[i] = T(start + double(i) * step);
+  });
+}
+
+}  // namespace
+}  // namespace st
+
+extern "C" {
+
+#define ST_DEF_COPY(sfx, T, _)                                                            \
+  void st_copy_##sfx(const void* x, void* y, int32_t ndim, const int64_t* shape,            \
+                     const int64_t* sx, const int64_t* sy) {                               \
+    st::copy<T>(static_cast<const T*>(x), static_cast<T*>(y), ndim, shape, sx, sy);       \
+  }
+ST_WIDTH_TYPES(ST_DEF_COPY, _)
+
+#define ST_TAG_f32 float
+#define ST_TAG_f64 double
+#define ST_TAG_f16 st::F16
+#define ST_TAG_bf16 st::BF16
+#define ST_TAG_i32 int32_t
+#define ST_TAG_i64 int64_t
+#define ST_TAG_u8 uint8_t
+#define ST_DEF_CAST_TO(dsfx, D, ssfx, S)                              \
+  void st_cast_##ssfx##_##dsfx(const S* x, D* y, int64_t n) {         \
+    st::cast<ST_TAG_##ssfx, ST_TAG_##dsfx>(x, y, n);                  \
+  }
+#define ST_DEF_CAST_FROM(ssfx, S, _) ST_CAST_TYPES_INNER(ST_DEF_CAST_TO, ssfx, S)
+ST_CAST_TYPES(ST_DEF_CAST_FROM, _)
+
+#define ST_DEF_ARANGE(sfx, T, _)                                              \
+  void st_arange_##sfx(T* y, int64_t n, double start, double step) {          \
+    st::arange<T>(y, n, start, step);                                         \
+  }
+ST_NUM_TYPES(ST_DEF_ARANGE, _)
+
+}  // extern "C"

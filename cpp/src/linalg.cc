@@ -1,0 +1,66 @@
+// Matrix products: float types through OpenBLAS, integer types by a cache-friendly loop.
+#include "blas.h"
+#include "common.h"
+
+namespace st {
+namespace {
+
+template <class T>
+void gemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, double alpha, const T* a,
+          int64_t lda, const T* b, int64_t ldb, double beta, T* c, int64_t ldc, int64_t batch,
+          int64_t sa, int64_t sb, int64_t sc) {
+  if constexpr (std::is_floating_point<T>::value) {
+    if (k == 0) {  // BLAS leaves C untouched when k is 0 only if beta is 1; be explicit
+      for (int64_t p = 0; p < batch; ++p)
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            T& v = c[p * sc + i * ldc + j];
+            v = beta == 0 ? T(0) : T(beta) * v;
+          }
+      return;
+    }
+    if (batch > 1 && m * n * k < (int64_t(1) << 18)) {
+      // many small products: spread the batch over threads (OpenBLAS runs products this
+      // small on the calling thread)
+      int nt = threads_for(batch * m * n * k / 64);
+#pragma omp parallel for num_threads(nt) if (nt > 1)
+      for (int64_t p = 0; p < batch; ++p) {
+        blas::gemm(ta, tb, m, n, k, T(alpha), a + p * sa, lda, b + p * sb, ldb, T(beta),
+                   c + p * sc, ldc);
+      }
+      return;
+    }
+    for (int64_t p = 0; p < batch; ++p)
+      blas::gemm(ta, tb, m, n, k, T(alpha), a + p * sa, lda, b + p * sb, ldb, T(beta),
+                 c + p * sc, ldc);
+  } else {
+    const T ia = T(alpha), ib = T(beta);
+    parallel_for(batch * m, n * k, [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
+        int64_t p = r / m, i = r % m;
+        T* crow = c + p * sc + i * ldc;
+        for (int64_t j = 0; j < n; ++j) crow[j] = ib == 0 ? T(0) : T(ib * crow[j]);
+        for (int64_t q = 0; q < k; ++q) {
+          T av = ta ? a[p * sa + q * lda + i] : a[p * sa + i * lda + q];
+          av = T(av * ia);
+          const T* bp = b + p * sb;
+          for (int64_t j = 0; j < n; ++j)
+            crow[j] = T(crow[j] + av * (tb ? bp[j * ldb + q] : bp[q * ldb + j]));
+        }
+      }
+    });
+  }
+}
+
+}  // namespace
+}  // namespace st
+
+extern "C" {
+#define ST_DEF_GEMM(sfx, T, _)                                                                  \
+  void st_gemm_##sfx(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, double alpha,     \
+                     const T* a, int64_t lda, const T* b, int64_t ldb, double beta, T* c,       \
+                     int64_t ldc, int64_t batch, int64_t sa, int64_t sb, int64_t sc) {          \
+    st::gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, sa, sb, sc);       \
+  }
+ST_NUM_TYPES(ST_DEF_GEMM, _)
+}

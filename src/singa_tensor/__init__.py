@@ -1,0 +1,71 @@
+"""singa_tensor: define-by-run autograd tensors on a C++ CPU backend.
+
+Example:
+    >>> import singa_tensor as st
+    >>> x = st.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> (x * x).sum().backward()
+    >>> x.grad.tolist()
+    [2.0, 4.0, 6.0]
+"""
+
+from __future__ import annotations
+
+from . import autograd, backend, random
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .backend.device import Device
+from .backend.device import Device as device
+from .creation import (
+    arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, normal,
+    ones, ones_like, rand, rand_like, randint, randn, randn_like, randperm, scalar_tensor,
+    tensor, uniform, zeros, zeros_like,
+)
+from .dtype import DType, bfloat16, float16, float32, float64, int32, int64
+from .dtype import bool_ as bool  # noqa: A001  (PyTorch's name for the dtype)
+from .ops import *  # noqa: F401,F403
+from .ops import REGISTRY as op_registry
+from .random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from .tensor import Tensor
+
+half = float16
+double = float64
+long = int64
+float = float32  # noqa: A001
+int = int32  # noqa: A001
+
+__version__ = "0.1.0"
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def set_num_threads(n: int) -> None:
+    """Threads used by CPU kernels."""
+    backend.get(backend.CPU).set_num_threads(n)
+
+
+def get_num_threads() -> int:
+    return backend.get(backend.CPU).num_threads()
+
+
+def _export_ops():
+    from . import ops
+
+    g = globals()
+    for mod in ops._FAMILIES:
+        for name in getattr(mod, "__all__", ()):
+            g.setdefault(name, getattr(mod, name))
+
+
+_export_ops()
+del _export_ops
+
+__all__ = [
+    "Device", "DType", "Generator", "Tensor", "autograd", "arange", "as_tensor", "bfloat16",
+    "device", "empty", "empty_like", "enable_grad", "eye", "float16", "float32", "float64",
+    "from_numpy", "full", "full_like", "int32", "int64", "is_grad_enabled", "linspace",
+    "manual_seed", "no_grad", "ones", "ones_like", "rand", "randint", "randn", "set_grad_enabled",
+    "tensor", "zeros", "zeros_like", "op_registry", "get_rng_state", "set_rng_state",
+    "initial_seed", "seed", "random", "randperm", "normal", "uniform", "scalar_tensor",
+    "rand_like", "randn_like", "half", "double", "long", "is_tensor",
+]

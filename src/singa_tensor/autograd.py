@@ -1,0 +1,768 @@
+"""Define-by-run automatic differentiation.
+
+Every differentiable op application records a `Node`: the op's backward, what it saved, and
+one edge per input (the input's own node, or an `AccumulateGrad` node for a leaf). `backward`
+walks the graph from the roots in dependency order, so a leaf's gradient is final (and its
+post-accumulate hooks fire) as soon as every path into it has been processed. Backward
+formulas are written with Tensor ops, so running them with grad mode on (`create_graph=True`)
+records a graph of the backward itself: higher-order gradients come free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Callable, Sequence
+
+import numpy as np
+
+# ---- grad mode ---------------------------------------------------------------------------------
+
+_grad_enabled = True
+
+
+def is_grad_enabled() -> bool:
+    return _grad_enabled
+
+
+class set_grad_enabled(contextlib.ContextDecorator):
+    """Turn gradient recording on or off, as a context manager, decorator or plain call.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.ones(2, requires_grad=True)
+        >>> with st.set_grad_enabled(False):
+        ...     (x * 2).requires_grad
+        False
+    """
+
+    def __init__(self, mode: bool):
+        global _grad_enabled
+        self.prev = _grad_enabled
+        self.mode = bool(mode)
+        _grad_enabled = self.mode
+
+    def __enter__(self):
+        global _grad_enabled
+        _grad_enabled = self.mode
+        return self
+
+    def __exit__(self, *exc):
+        global _grad_enabled
+        _grad_enabled = self.prev
+        return False
+
+
+class no_grad(contextlib.ContextDecorator):
+    """Context manager and decorator that disables gradient recording.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> w = st.ones(3, requires_grad=True)
+        >>> with st.no_grad():
+        ...     y = w * 2
+        >>> y.requires_grad
+        False
+    """
+
+    def __enter__(self):
+        global _grad_enabled
+        self.prev = _grad_enabled
+        _grad_enabled = False
+        return self
+
+    def __exit__(self, *exc):
+        global _grad_enabled
+        _grad_enabled = self.prev
+        return False
+
+
+class enable_grad(contextlib.ContextDecorator):
+    """Context manager and decorator that enables gradient recording inside `no_grad`.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.ones(1, requires_grad=True)
+        >>> with st.no_grad():
+        ...     with st.enable_grad():
+        ...         (x * 2).requires_grad
+        True
+    """
+
+    def __enter__(self):
+        global _grad_enabled
+        self.prev = _grad_enabled
+        _grad_enabled = True
+        return self
+
+    def __exit__(self, *exc):
+        global _grad_enabled
+        _grad_enabled = self.prev
+        return False
+
+
+# ---- graph nodes -------------------------------------------------------------------------------
+
+
+class Node:
+    """One recorded op application; also the `ctx` its forward and backward receive.
+
+    Attributes a forward may set freely on ctx are kept for its backward.
+    """
+
+    # next: one (node, output index) edge per forward input, or None where no grad flows
+    name = "Node"
+
+    def __init__(self):
+        self.next: tuple = ()
+        self.needs_input_grad: tuple = ()
+        self.n_outputs = 1
+        self._saved: list | None = None
+        self._freed = False
+        self._hooks: dict[int, list[Callable]] | None = None
+        self._outputs_meta: tuple = ()  # (shape, dtype, device) per output, for zero grads
+
+    # -- saving ------------------------------------------------------------------------------
+    def save_for_backward(self, *tensors) -> None:
+        self._saved = list(tensors)
+
+    def _pack_saved(self, outputs: Sequence) -> None:
+        """Replace saved outputs with node-less aliases (no reference cycle output -> node ->
+        output) and remember the storage version of every saved tensor."""
+        if not self._saved:
+            return
+        packed = []
+        for t in self._saved:
+            if t is None:
+                packed.append(None)
+                continue
+            out_idx = -1
+            for i, o in enumerate(outputs):
+                if o is t:
+                    out_idx = i
+                    break
+            if out_idx >= 0:
+                alias = t._alias()
+                packed.append((alias, alias._storage.version, out_idx))
+            else:
+                packed.append((t, t._storage.version, -1))
+        self._saved = packed
+
+    @property
+    def saved_tensors(self) -> tuple:
+        if self._freed:
+            raise RuntimeError(
+                f"{self.name}: trying to backward through the graph a second time (or to "
+                "access saved tensors after they have been freed). Pass retain_graph=True to "
+                "the first backward() if you need to backward twice."
+            )
+        if self._saved is None:
+            return ()
+        out = []
+        for entry in self._saved:
+            if entry is None:
+                out.append(None)
+                continue
+            t, version, out_idx = entry
+            if t._storage.version != version:
+                raise RuntimeError(
+                    f"{self.name}: one of the tensors needed for gradient computation has been "
+                    f"modified by an in-place operation: a tensor of shape {tuple(t.shape)} "
+                    f"is at version {t._storage.version}, expected version {version}. Use an "
+                    "out-of-place op (or .clone()) before modifying it."
+                )
+            if out_idx >= 0 and t.requires_grad is False and self.n_outputs and _grad_enabled:
+                # re-attach a saved output to this node so double backward can see through it
+                t = t._alias()
+                t.requires_grad = True
+                t._node = self
+                t._out = out_idx
+            out.append(t)
+        return tuple(out)
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        for t in tensors:
+            t._non_diff = True
+
+    def _release(self) -> None:
+        self._saved = None
+        self._freed = True
+        # drop attributes a forward stored for backward (they may hold large tensors)
+        for k in [k for k in self.__dict__ if not k.startswith("_") and k not in _NODE_KEEP]:
+            del self.__dict__[k]
+
+    def register_hook(self, out_idx: int, fn: Callable) -> None:
+        if self._hooks is None:
+            self._hooks = {}
+        self._hooks.setdefault(out_idx, []).append(fn)
+
+    # -- backward ----------------------------------------------------------------------------
+    def apply(self, grads: list) -> tuple:
+        if self._freed:
+            raise RuntimeError(
+                f"{self.name}: trying to backward through the graph a second time. Pass "
+                "retain_graph=True to the first backward() if you need to backward twice."
+            )
+        return self.spec.backward(self, *grads)
+
+    def __repr__(self) -> str:
+        return f"<{self.name}Backward>"
+
+
+_NODE_KEEP = {"next", "needs_input_grad", "n_outputs", "spec", "name", "leaf"}
+
+
+class AccumulateGrad(Node):
+    """Graph sink for a leaf tensor: adds the incoming gradient to `leaf.grad`."""
+
+    name = "AccumulateGrad"
+
+    def __init__(self, leaf):
+        super().__init__()
+        self.leaf = leaf
+
+    def _release(self) -> None:
+        pass
+
+
+# ---- recording ---------------------------------------------------------------------------------
+
+
+def _edge(t):
+    """The gradient edge into tensor t: its producer, or its leaf accumulator."""
+    node = t._node
+    if node is not None:
+        return (node, t._out)
+    acc = t._accum
+    if acc is None:
+        acc = t._accum = AccumulateGrad(t)
+    return (acc, 0)
+
+
+def record(spec, ctx: Node, inputs: Sequence, outputs):
+    """Attach a freshly computed forward to the graph when any tensor input requires grad.
+
+    spec has `name`, `backward(ctx, *grads)` and optionally `differentiable`. inputs are the
+    forward's positional arguments (non-tensors are skipped).
+    """
+    single = not isinstance(outputs, tuple)
+    outs = (outputs,) if single else outputs
+    ctx.spec = spec
+    ctx.name = spec.name
+    nexts = []
+    needs = []
+    for t in inputs:
+        if getattr(t, "requires_grad", False):
+            nexts.append(_edge(t))
+            needs.append(True)
+        else:
+            nexts.append(None)
+            needs.append(False)
+    ctx.next = tuple(nexts)
+    ctx.needs_input_grad = tuple(needs)
+    ctx.n_outputs = len(outs)
+    ctx._outputs_meta = tuple((o.shape, o.dtype, o.device) for o in outs)
+    for i, o in enumerate(outs):
+        if o.dtype.is_floating_point and not getattr(o, "_non_diff", False):
+            o.requires_grad = True
+            o._node = ctx
+            o._out = i
+    ctx._pack_saved(outs)
+    return outputs
+
+
+# ---- the engine --------------------------------------------------------------------------------
+
+
+def _accumulate(slot: list, i: int, g) -> None:
+    slot[i] = g if slot[i] is None else slot[i] + g
+
+
+def _run(roots, root_grads, retain_graph: bool, create_graph: bool, capture=None):
+    """Propagate root_grads from roots through the graph.
+
+    capture: None to accumulate into leaves' .grad, or a dict {edge: None} whose values are
+    filled with the gradient arriving at each requested edge (used by `grad`).
+    """
+    from .tensor import Tensor  # noqa: F401  (import cycle: tensors are built by ops)
+
+    # dependency counts over the reachable graph
+    deps: dict[Node, int] = {}
+    stack = []
+    for t in roots:
+        node, _ = _edge(t)
+        if node not in deps:
+            deps[node] = 0
+            stack.append(node)
+    while stack:
+        node = stack.pop()
+        for e in node.next:
+            if e is None:
+                continue
+            nxt = e[0]
+            if nxt in deps:
+                deps[nxt] += 1
+            else:
+                deps[nxt] = 1
+                stack.append(nxt)
+
+    grads: dict[Node, list] = {}
+    for t, g in zip(roots, root_grads):
+        node, idx = _edge(t)
+        slot = grads.setdefault(node, [None] * node.n_outputs)
+        _accumulate(slot, idx, g)
+    ready = [n for n in grads if deps[n] == 0]
+    prev = set_grad_enabled(create_graph)
+    try:
+        while ready:
+            node = ready.pop()
+            slot = grads.pop(node, None)
+            if slot is None:
+                slot = [None] * node.n_outputs
+            if node._hooks:
+                for i, fns in node._hooks.items():
+                    if slot[i] is None:
+                        continue
+                    for fn in fns:
+                        r = fn(slot[i])
+                        if r is not None:
+                            slot[i] = r
+            if capture is not None:
+                for i in range(node.n_outputs):
+                    if (node, i) in capture and slot[i] is not None:
+                        capture[(node, i)] = slot[i]
+            if isinstance(node, AccumulateGrad):
+                if capture is None and slot[0] is not None:
+                    _accumulate_leaf(node.leaf, slot[0], create_graph)
+            else:
+                if any(s is not None for s in slot):
+                    node_inputs = _materialize(node, slot)
+                    in_grads = node.apply(node_inputs)
+                    if not isinstance(in_grads, tuple):
+                        in_grads = (in_grads,)
+                    if len(in_grads) < len(node.next):
+                        in_grads = in_grads + (None,) * (len(node.next) - len(in_grads))
+                    for e, g in zip(node.next, in_grads):
+                        if e is None or g is None:
+                            continue
+                        nxt, idx = e
+                        nslot = grads.setdefault(nxt, [None] * nxt.n_outputs)
+                        _accumulate(nslot, idx, _match(g, nxt, idx, node))
+                if not retain_graph:
+                    node._release()
+            for e in node.next:
+                if e is None:
+                    continue
+                nxt = e[0]
+                deps[nxt] -= 1
+                if deps[nxt] == 0:
+                    ready.append(nxt)
+    finally:
+        set_grad_enabled(prev.prev)
+
+
+def _materialize(node: Node, slot: list) -> list:
+    """Missing output gradients of a multi-output node are zeros."""
+    if all(s is not None for s in slot):
+        return slot
+    from . import creation
+
+    out = []
+    for s, (shape, dtype, device) in zip(slot, node._outputs_meta):
+        out.append(s if s is not None else creation.zeros(shape, dtype=dtype, device=device))
+    return out
+
+
+def _match(g, nxt: Node, idx: int, producer: Node):
+    """Check a backward's output against the input it is for."""
+    if isinstance(nxt, AccumulateGrad):
+        shape = nxt.leaf.shape
+    else:
+        shape = nxt._outputs_meta[idx][0]
+    if g.shape != shape:
+        raise RuntimeError(
+            f"{producer.name} backward returned a gradient of shape {tuple(g.shape)} for an input "
+            f"of shape {tuple(shape)}"
+        )
+    return g
+
+
+def _accumulate_leaf(leaf, g, create_graph: bool) -> None:
+    if leaf._hooks:
+        for fn in leaf._hooks:
+            r = fn(g)
+            if r is not None:
+                g = r
+    if create_graph:
+        leaf.grad = g if leaf.grad is None else leaf.grad + g
+    elif leaf.grad is None:
+        # a backward may hand the same tensor to several inputs (add does): copy, so that an
+        # in-place update of one .grad never changes another
+        leaf.grad = g.detach().clone()
+    else:
+        leaf.grad.add_(g.detach())
+    if leaf._post_hooks:
+        for fn in leaf._post_hooks:
+            fn(leaf)
+
+
+def _root_grads(tensors, grad_tensors, op: str):
+    from . import creation
+    from .tensor import Tensor
+
+    out = []
+    for t, g in zip(tensors, grad_tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: expected Tensors, got {type(t).__name__}")
+        if not t.requires_grad:
+            raise RuntimeError(
+                f"{op}: element of the outputs does not require grad and has no grad_fn "
+                "(was it computed under no_grad, or from tensors without requires_grad=True?)"
+            )
+        if g is None:
+            if t.numel() != 1:
+                raise RuntimeError(
+                    f"{op}: grad can be implicitly created only for scalar outputs; the output "
+                    f"has shape {tuple(t.shape)}, so pass a gradient of that shape"
+                )
+            g = creation.ones(t.shape, dtype=t.dtype, device=t.device)
+        elif not isinstance(g, Tensor):
+            g = creation.tensor(g, dtype=t.dtype, device=t.device)
+        if g.shape != t.shape:
+            raise RuntimeError(
+                f"{op}: gradient has shape {tuple(g.shape)} but the output has shape "
+                f"{tuple(t.shape)}"
+            )
+        if g.device != t.device:
+            raise RuntimeError(f"{op}: gradient is on {g.device} but the output on {t.device}")
+        out.append(g)
+    return out
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate d(tensors)/d(leaves) into the leaves' `.grad`.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.tensor([1.0, 2.0], requires_grad=True)
+        >>> st.autograd.backward((x * x).sum())
+        >>> x.grad.tolist()
+        [2.0, 4.0]
+    """
+    from .tensor import Tensor
+
+    if isinstance(tensors, Tensor):
+        tensors = (tensors,)
+    tensors = tuple(tensors)
+    if grad_tensors is None:
+        grad_tensors = (None,) * len(tensors)
+    elif isinstance(grad_tensors, Tensor):
+        grad_tensors = (grad_tensors,)
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = _root_grads(tensors, grad_tensors, "backward")
+    if inputs is not None:
+        inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+        res = grad(tensors, inputs, roots, retain_graph=retain_graph, create_graph=create_graph,
+                   allow_unused=True)
+        for t, g in zip(inputs, res):
+            if g is not None:
+                _accumulate_leaf(t, g, create_graph)
+        return
+    _run(tensors, roots, retain_graph, create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False):
+    """Return d(outputs)/d(inputs) without touching `.grad`.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.tensor(3.0, requires_grad=True)
+        >>> (g,) = st.autograd.grad(x ** 3, x, create_graph=True)
+        >>> g.item(), st.autograd.grad(g, x)[0].item()
+        (27.0, 18.0)
+    """
+    from .tensor import Tensor
+
+    if isinstance(outputs, Tensor):
+        outputs = (outputs,)
+    if isinstance(inputs, Tensor):
+        inputs = (inputs,)
+    outputs, inputs = tuple(outputs), tuple(inputs)
+    if grad_outputs is None:
+        grad_outputs = (None,) * len(outputs)
+    elif isinstance(grad_outputs, Tensor):
+        grad_outputs = (grad_outputs,)
+    if len(grad_outputs) != len(outputs):
+        raise ValueError(
+            f"grad: got {len(grad_outputs)} grad_outputs for {len(outputs)} outputs"
+        )
+    for t in inputs:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad: inputs must be Tensors, got {type(t).__name__}")
+        if not t.requires_grad:
+            raise RuntimeError("grad: one of the inputs does not require grad")
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = _root_grads(outputs, grad_outputs, "grad")
+    edges = [_edge(t) for t in inputs]
+    capture = {e: None for e in edges}
+    _run(outputs, roots, retain_graph, create_graph, capture)
+    result = []
+    for t, e in zip(inputs, edges):
+        g = capture[e]
+        if g is None and not allow_unused:
+            raise RuntimeError(
+                "grad: one of the differentiated tensors appears not to have been used in the "
+                "graph; pass allow_unused=True if this is intended"
+            )
+        if g is not None and not create_graph:
+            g = g.detach()
+        result.append(g)
+    return tuple(result)
+
+
+# ---- user-defined functions ----------------------------------------------------------------------
+
+
+class FunctionCtx(Node):
+    """The ctx of a custom Function: `save_for_backward`, `saved_tensors`, `needs_input_grad`,
+    `mark_non_differentiable`, and any attribute you set."""
+
+
+class Function:
+    """Base class for ops written by users: subclass with static `forward(ctx, *args)` and
+    `backward(ctx, *grad_outputs)`, then call `MyFn.apply(*args)`.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> class Cube(st.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.save_for_backward(x)
+        ...         return x * x * x
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         (x,) = ctx.saved_tensors
+        ...         return g * 3 * x * x
+        >>> x = st.tensor(2.0, requires_grad=True)
+        >>> Cube.apply(x).backward(); x.grad.item()
+        12.0
+    """
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("Function subclasses must implement forward")
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError("Function subclasses must implement backward")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        from .tensor import Tensor
+
+        ctx = FunctionCtx()
+        tensor_args = [a for a in args if isinstance(a, Tensor)]
+        needs = any(a.requires_grad for a in tensor_args) and _grad_enabled
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        with no_grad():
+            out = cls.forward(ctx, *args, **kwargs)
+        outs = out if isinstance(out, tuple) else (out,)
+        for o in outs:
+            if not isinstance(o, Tensor):
+                raise TypeError(
+                    f"{cls.__name__}.forward must return Tensors, got {type(o).__name__}"
+                )
+        if not needs:
+            return out
+        # outputs that alias inputs must become distinct tensors to carry their own node
+        fixed = tuple(o._alias() if any(o is a for a in args) else o for o in outs)
+        spec = _FunctionSpec(cls)
+        record(spec, ctx, args, fixed if isinstance(out, tuple) else fixed[0])
+        return fixed if isinstance(out, tuple) else fixed[0]
+
+
+class _FunctionSpec:
+    def __init__(self, cls):
+        self.name = cls.__name__
+        self.cls = cls
+
+    def backward(self, ctx, *grads):
+        res = self.cls.backward(ctx, *grads)
+        if not isinstance(res, tuple):
+            res = (res,)
+        n = len(ctx.next)
+        if len(res) != n:
+            raise RuntimeError(
+                f"{self.name}.backward returned {len(res)} gradients, but forward took {n} "
+                "arguments (return None for the non-tensor ones)"
+            )
+        return res
+
+
+def once_differentiable(fn):
+    """Decorate a Function.backward that cannot itself be differentiated: it runs without
+    recording, and double backward through it raises."""
+
+    @functools.wraps(fn)
+    def wrapper(ctx, *grads):
+        with no_grad():
+            return fn(ctx, *grads)
+
+    return wrapper
+
+
+# ---- numerical checks ----------------------------------------------------------------------------
+
+
+def _numerical_jacobian(fn, inputs, eps):
+    from .tensor import Tensor
+
+    def flat_out():
+        out = fn(*inputs)  # grad mode stays on: fn may itself differentiate (gradgradcheck)
+        outs = out if isinstance(out, tuple) else (out,)
+        return [o.detach().numpy().astype(np.float64).ravel().copy() for o in outs
+                if isinstance(o, Tensor)]
+
+    base = flat_out()
+    jac = []  # per input: array [n_in, n_out_total]
+    for t in inputs:
+        if not (isinstance(t, Tensor) and t.requires_grad):
+            jac.append(None)
+            continue
+        arr = t.detach().numpy()  # zero-copy view: writes go to the tensor
+        flat = arr.reshape(-1) if arr.flags.c_contiguous else None
+        if flat is None:
+            raise ValueError("gradcheck: inputs must be contiguous")
+        n_out = sum(b.size for b in base)
+        J = np.zeros((flat.size, n_out))
+        for i in range(flat.size):
+            orig = flat[i]
+            flat[i] = orig + eps
+            plus = np.concatenate(flat_out()) if base else np.zeros(0)
+            flat[i] = orig - eps
+            minus = np.concatenate(flat_out()) if base else np.zeros(0)
+            flat[i] = orig
+            J[i] = (plus - minus) / (2 * eps)
+        jac.append(J)
+    return base, jac
+
+
+def _analytical_jacobian(fn, inputs, create_graph=False):
+    from . import creation
+    from .tensor import Tensor
+
+    out = fn(*inputs)
+    outs = [o for o in (out if isinstance(out, tuple) else (out,)) if isinstance(o, Tensor)]
+    diff_in = [t for t in inputs if isinstance(t, Tensor) and t.requires_grad]
+    sizes = [o.numel() for o in outs]
+    jac = [np.zeros((t.numel(), sum(sizes))) for t in diff_in]
+    col = 0
+    for o, size in zip(outs, sizes):
+        for j in range(size):
+            if not o.requires_grad:
+                col += 1
+                continue
+            seed = np.zeros(size)
+            seed[j] = 1.0
+            g_out = creation.tensor(seed.reshape(o.shape), dtype=o.dtype)
+            gs = grad(o, diff_in, g_out, retain_graph=True, allow_unused=True)
+            for k, g in enumerate(gs):
+                if g is not None:
+                    jac[k][:, col] = g.numpy().astype(np.float64).ravel()
+            col += 1
+    return jac
+
+
+def gradcheck(fn: Callable, inputs: Sequence, eps: float = 1e-6, atol: float = 1e-5,
+              rtol: float = 1e-3, raise_exception: bool = True) -> bool:
+    """Compare backward against central finite differences (use float64 inputs).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.randn(3, dtype=st.float64, requires_grad=True)
+        >>> st.autograd.gradcheck(lambda t: (t * t).sum(), (x,))
+        True
+    """
+    from .tensor import Tensor
+
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    for t in inputs:
+        if isinstance(t, Tensor) and t.requires_grad and t.dtype.name != "float64":
+            raise TypeError(
+                f"gradcheck: inputs that require grad must be float64 (got {t.dtype.name}); "
+                "float32 finite differences are too noisy"
+            )
+    _, numerical = _numerical_jacobian(fn, inputs, eps)
+    analytical = _analytical_jacobian(fn, inputs)
+    numerical = [n for n in numerical if n is not None]
+    for i, (a, n) in enumerate(zip(analytical, numerical)):
+        if not np.allclose(a, n, atol=atol, rtol=rtol, equal_nan=True):
+            if not raise_exception:
+                return False
+            err = np.max(np.abs(a - n))
+            raise GradcheckError(
+                f"gradcheck: Jacobian mismatch for input {i} (max abs difference {err:.3g})\n"
+                f"analytical:\n{a}\nnumerical:\n{n}"
+            )
+    return True
+
+
+def gradgradcheck(fn: Callable, inputs: Sequence, grad_outputs=None, eps: float = 1e-6,
+                  atol: float = 1e-5, rtol: float = 1e-3, raise_exception: bool = True) -> bool:
+    """Check second derivatives: gradcheck applied to the first derivative, computed with
+    `create_graph=True`, against random output gradients.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.randn(3, dtype=st.float64, requires_grad=True)
+        >>> st.autograd.gradgradcheck(lambda t: (t * t * t).sum(), (x,))
+        True
+    """
+    from . import creation
+    from .tensor import Tensor
+
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    out = fn(*inputs)
+    outs = [o for o in (out if isinstance(out, tuple) else (out,)) if isinstance(o, Tensor)]
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        grad_outputs = [
+            creation.tensor(rng.standard_normal(o.shape), dtype=o.dtype, requires_grad=True)
+            for o in outs
+        ]
+    diff_in = [t for t in inputs if isinstance(t, Tensor) and t.requires_grad]
+    n_in = len(inputs)
+
+    def first_grad(*args):
+        ins, gos = args[:n_in], args[n_in:]
+        o = fn(*ins)
+        o = [x for x in (o if isinstance(o, tuple) else (o,)) if isinstance(x, Tensor)]
+        d = [t for t in ins if isinstance(t, Tensor) and t.requires_grad]
+        gs = grad(o, d, list(gos), create_graph=True, allow_unused=True)
+        return tuple(g if g is not None else creation.zeros_like(t) for g, t in zip(gs, d))
+
+    del diff_in
+    return gradcheck(first_grad, tuple(inputs) + tuple(grad_outputs), eps=eps, atol=atol,
+                     rtol=rtol, raise_exception=raise_exception)
+
+
+class GradcheckError(RuntimeError):
+    """Raised by gradcheck and gradgradcheck when derivatives disagree."""
+
+
+__all__ = [
+    "Function",
+    "GradcheckError",
+    "backward",
+    "enable_grad",
+    "grad",
+    "gradcheck",
+    "gradgradcheck",
+    "is_grad_enabled",
+    "no_grad",
+    "once_differentiable",
+    "set_grad_enabled",
+]

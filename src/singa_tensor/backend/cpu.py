@@ -1,0 +1,114 @@
+"""The CPU backend: buffers are numpy arrays, kernels are the C++ library through cffi.
+
+Everything that touches memory addresses lives here; the layers above see only `Storage`
+objects and `call(symbol, ...)`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+import numpy as np
+
+from .device import CPU
+
+
+def _preload_openblas() -> None:
+    # The RPATH of the C++ library already points at the wheel's OpenBLAS; loading it here as
+    # well makes the lookup independent of where the package was installed from.
+    try:
+        import scipy_openblas32 as sob
+
+        path = os.path.join(sob.get_lib_dir(), f"lib{sob.get_library()}.so")
+        if os.path.exists(path):
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except ImportError:  # pragma: no cover - a dependency of the package
+        pass
+
+
+_preload_openblas()
+from ._cpu_ffi import ffi, lib  # noqa: E402
+
+device = CPU
+name = "cpu"
+
+# C element type of each storage dtype (bfloat16 is stored as its 16 raw bits)
+_CTYPE = {
+    "bool": "uint8_t",
+    "int32": "int32_t",
+    "int64": "int64_t",
+    "float16": "uint16_t",
+    "bfloat16": "uint16_t",
+    "float32": "float",
+    "float64": "double",
+}
+_WIDTH = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}
+
+
+class Storage:
+    """A flat, contiguous buffer of one dtype. Views share it; `version` counts in-place writes
+    so that autograd can tell when a tensor saved for backward has been modified."""
+
+    __slots__ = ("array", "ptr", "version", "__weakref__")
+
+    def __init__(self, array: np.ndarray, dtype_name: str):
+        self.array = array
+        self.ptr = ffi.from_buffer(_CTYPE[dtype_name] + "[]", array, require_writable=True)
+        self.version = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.array.nbytes
+
+
+def empty(numel: int, dtype) -> Storage:
+    return Storage(np.empty(numel, dtype=dtype.storage), dtype.name)
+
+
+def from_numpy(array: np.ndarray, dtype) -> Storage:
+    """Wrap a contiguous 1-d numpy array of dtype.storage without copying."""
+    return Storage(array, dtype.name)
+
+
+def view_numpy(storage: Storage, dtype, shape, strides, offset) -> np.ndarray:
+    """A numpy view (no copy) of a strided tensor."""
+    arr = storage.array
+    if dtype.np is None:
+        raise TypeError("numpy has no bfloat16; convert with .float() first")
+    item = arr.itemsize
+    base = arr[offset:] if offset else arr
+    if not shape:
+        return base[:1].reshape(())
+    return np.lib.stride_tricks.as_strided(
+        base, shape=shape, strides=tuple(s * item for s in strides), writeable=True
+    )
+
+
+def pointer(storage: Storage, offset: int):
+    return storage.ptr + offset if offset else storage.ptr
+
+
+def int64_array(values):
+    return ffi.new("int64_t[]", values)
+
+
+def kernel(symbol: str):
+    """The C function named symbol, or None if this backend has no such kernel."""
+    return getattr(lib, symbol, None)
+
+
+def copy_symbol(dtype) -> str:
+    return f"st_copy_{_WIDTH[dtype.itemsize]}"
+
+
+def synchronize() -> None:
+    """CPU kernels run synchronously; nothing to wait for."""
+
+
+def num_threads() -> int:
+    return lib.st_num_threads()
+
+
+def set_num_threads(n: int) -> None:
+    lib.st_set_num_threads(int(n))

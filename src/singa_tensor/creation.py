@@ -1,0 +1,466 @@
+"""Tensor factories: from data, filled, ranges and random draws."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from . import backend as _backend
+from . import dtype as _dt
+from . import random as _random
+from .tensor import Tensor
+
+default_float = _dt.float32
+
+
+def _shape_arg(op: str, shape) -> tuple:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    out = []
+    for s in shape:
+        if isinstance(s, Tensor):
+            s = int(s)
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool):
+            raise TypeError(f"{op}: shape must be ints, got {type(s).__name__} in {shape}")
+        if s < 0:
+            raise ValueError(f"{op}: negative dimension {s} in shape {tuple(shape)}")
+        out.append(int(s))
+    return tuple(out)
+
+
+def _finish(t: Tensor, requires_grad: bool, op: str) -> Tensor:
+    if requires_grad:
+        if not t.dtype.is_floating_point:
+            raise RuntimeError(
+                f"{op}: only floating point tensors can require gradients, got {t.dtype.name}"
+            )
+        t.requires_grad = True
+    return t
+
+
+def _from_array(a: np.ndarray, dtype, device) -> Tensor:
+    """A new tensor holding a copy of numpy array a (any dtype numpy can cast)."""
+    device = _backend.as_device(device)
+    if dtype is _dt.bfloat16:
+        return _from_array(a, _dt.float32, device).to(_dt.bfloat16)
+    flat = np.ascontiguousarray(a, dtype=dtype.np).reshape(-1).copy()
+    if dtype is _dt.bool_:
+        flat = flat.view(np.uint8)
+    cpu = _backend.get(_backend.CPU)
+    t = Tensor._make(cpu.from_numpy(flat, dtype), tuple(a.shape), None, 0, dtype, _backend.CPU,
+                     cpu)
+    return t if device.type == "cpu" else t.to(device)
+
+
+def _infer_dtype(a: np.ndarray):
+    k = a.dtype.kind
+    if k == "b":
+        return _dt.bool_
+    if k in "iu":
+        return _dt.int64
+    if k == "f":
+        return _dt.from_numpy_dtype(a.dtype)
+    raise TypeError(f"tensor: cannot make a tensor from data of numpy dtype {a.dtype}")
+
+
+def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A new tensor copied from data (nested lists, numbers, numpy arrays or tensors).
+
+    Python floats become float32, ints int64, bools bool; numpy arrays keep their dtype.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.tensor([[1, 2], [3, 4]]).dtype
+        singa_tensor.int64
+        >>> st.tensor([0.5], dtype=st.float64, requires_grad=True).requires_grad
+        True
+    """
+    if isinstance(data, Tensor):
+        out = data.detach().clone()
+        if dtype is not None:
+            out = out.to(_dt.as_dtype(dtype))
+        if device is not None:
+            out = out.to(device)
+        return _finish(out, requires_grad, "tensor")
+    if isinstance(data, np.ndarray):
+        a = data
+        infer = _dt.from_numpy_dtype(a.dtype) if a.dtype.kind != "b" else _dt.bool_
+    else:
+        if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
+            data = _lists_of_tensors(data)
+        try:
+            a = np.asarray(data)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"tensor: could not convert data to a tensor ({e})") from None
+        if a.dtype == object:
+            raise TypeError(f"tensor: data must be numbers or nested sequences of numbers with a "
+                            f"regular shape, got {type(data).__name__}")
+        infer = _infer_dtype(a)
+        if infer is _dt.float64 and not isinstance(data, np.generic):
+            infer = default_float
+    d = _dt.as_dtype(dtype) if dtype is not None else infer
+    if not d.is_floating_point and a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+        raise ValueError(f"tensor: cannot convert non-finite values to {d.name}")
+    return _finish(_from_array(a, d, device), requires_grad, "tensor")
+
+
+def _flat(xs):
+    for v in xs:
+        if isinstance(v, (list, tuple)):
+            yield from _flat(v)
+        else:
+            yield v
+
+
+def _lists_of_tensors(xs):
+    return [(_lists_of_tensors(v) if isinstance(v, (list, tuple)) else
+             (v.tolist() if isinstance(v, Tensor) else v)) for v in xs]
+
+
+as_tensor = tensor
+
+
+def from_numpy(a: np.ndarray) -> Tensor:
+    """A tensor that shares memory with a C-contiguous, writable numpy array (other arrays are
+    copied).
+
+    Example:
+        >>> import numpy as np, singa_tensor as st
+        >>> a = np.zeros(3, dtype=np.float32)
+        >>> t = st.from_numpy(a); a[0] = 5
+        >>> t.tolist()
+        [5.0, 0.0, 0.0]
+    """
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy array, got {type(a).__name__}")
+    d = _dt.from_numpy_dtype(a.dtype)
+    if d.np != a.dtype or not a.flags.c_contiguous or not a.flags.writeable:
+        return tensor(a, dtype=d)
+    cpu = _backend.get(_backend.CPU)
+    flat = a.reshape(-1)
+    if d is _dt.bool_:
+        flat = flat.view(np.uint8)
+    return Tensor._make(cpu.from_numpy(flat, d), tuple(a.shape), None, 0, d, _backend.CPU, cpu)
+
+
+def _new(shape, dtype, device) -> Tensor:
+    device = _backend.as_device(device)
+    return Tensor._empty(shape, dtype, device)
+
+
+def _fill(t: Tensor, value) -> Tensor:
+    from .ops._registry import copy_into
+
+    if t.numel():
+        copy_into(scalar_tensor(value, t.dtype, t.device), t)
+        t._storage.version = 0
+    return t
+
+
+_scalar_cache: dict = {}
+
+
+def scalar_tensor(value, dtype, device) -> Tensor:
+    """A 0-d tensor for a Python number used as an operand (cached; never written to)."""
+    key = (value, type(value), dtype, device)
+    t = _scalar_cache.get(key)
+    if t is None:
+        if len(_scalar_cache) > 512:
+            _scalar_cache.clear()
+        if dtype is _dt.bfloat16:
+            t = tensor(value, dtype=_dt.float32, device=device).to(dtype)
+        else:
+            if not dtype.is_floating_point and isinstance(value, float) and not math.isfinite(
+                    value):
+                raise ValueError(f"cannot use {value} as a {dtype.name} value")
+            t = _from_array(np.asarray(value, dtype=dtype.np), dtype, device)
+        _scalar_cache[key] = t
+    return t
+
+
+def _dtype_or(dtype, default):
+    return _dt.as_dtype(dtype) if dtype is not None else default
+
+
+def empty(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """An uninitialised tensor.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.empty(2, 3).shape
+        (2, 3)
+    """
+    t = _new(_shape_arg("empty", shape), _dtype_or(dtype, default_float), device)
+    return _finish(t, requires_grad, "empty")
+
+
+def zeros(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.zeros(2).tolist()
+        [0.0, 0.0]
+    """
+    t = _fill(_new(_shape_arg("zeros", shape), _dtype_or(dtype, default_float), device), 0)
+    return _finish(t, requires_grad, "zeros")
+
+
+def ones(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.ones(2, dtype=st.int32).tolist()
+        [1, 1]
+    """
+    t = _fill(_new(_shape_arg("ones", shape), _dtype_or(dtype, default_float), device), 1)
+    return _finish(t, requires_grad, "ones")
+
+
+def full(shape, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor filled with fill_value (dtype inferred from it when not given).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.full((2,), 7).tolist()
+        [7, 7]
+    """
+    if isinstance(shape, int):
+        shape = (shape,)
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    if not isinstance(fill_value, numbers.Number):
+        raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
+    d = _dtype_or(dtype, _dt.bool_ if isinstance(fill_value, bool) else
+                  (_dt.int64 if isinstance(fill_value, numbers.Integral) else default_float))
+    t = _fill(_new(_shape_arg("full", tuple(shape)), d, device), fill_value)
+    return _finish(t, requires_grad, "full")
+
+
+def zeros_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Zeros with x's shape, dtype and device."""
+    return zeros(x.shape, dtype=dtype or x.dtype, device=device or x.device,
+                 requires_grad=requires_grad)
+
+
+def ones_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Ones with x's shape, dtype and device."""
+    return ones(x.shape, dtype=dtype or x.dtype, device=device or x.device,
+                requires_grad=requires_grad)
+
+
+def full_like(x: Tensor, fill_value, dtype=None, device=None,
+              requires_grad: bool = False) -> Tensor:
+    return full(x.shape, fill_value, dtype=dtype or x.dtype, device=device or x.device,
+                requires_grad=requires_grad)
+
+
+def empty_like(x: Tensor, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return empty(x.shape, dtype=dtype or x.dtype, device=device or x.device,
+                 requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None,
+           requires_grad: bool = False) -> Tensor:
+    """Values from start (inclusive) to end (exclusive) by step.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.arange(5).tolist(), st.arange(0, 1, 0.25).tolist()
+        ([0, 1, 2, 3, 4], [0.0, 0.25, 0.5, 0.75])
+    """
+    if end is None:
+        start, end = 0, start
+    for v in (start, end, step):
+        if not isinstance(v, numbers.Real):
+            raise TypeError(f"arange: start, end and step must be numbers, got {v!r}")
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if not all(math.isfinite(float(v)) for v in (start, end, step)):
+        raise ValueError("arange: start, end and step must be finite")
+    if (end - start) / step < 0:
+        raise ValueError(f"arange: upper bound and larger bound inconsistent with step sign "
+                         f"(start={start}, end={end}, step={step})")
+    n = max(0, math.ceil((end - start) / step))
+    is_int = all(isinstance(v, numbers.Integral) for v in (start, end, step))
+    d = _dtype_or(dtype, _dt.int64 if is_int else default_float)
+    t = _range_fill(n, float(start), float(step), d, device)
+    return _finish(t, requires_grad, "arange")
+
+
+def _range_fill(n, start, step, d, device) -> Tensor:
+    from .ops.layout import cast
+
+    work = d if d in (_dt.float32, _dt.float64, _dt.int32, _dt.int64) else _dt.float64
+    t = _new((n,), work, device)
+    if n:
+        fn = t._be.kernel(f"st_arange_{work.suffix}")
+        fn(t._storage.ptr, n, start, step)
+    return t if work is d else cast(t, d)
+
+
+def linspace(start, end, steps: int, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
+    """steps evenly spaced values from start to end, both included.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.linspace(0, 1, 5).tolist()
+        [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
+    if not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
+    d = _dtype_or(dtype, default_float)
+    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    work = _dt.float64
+    t = _range_fill(steps, float(start), float(step), work, device)
+    if steps > 1:  # make the last value exact
+        t[steps - 1] = float(end)
+    from .ops.layout import cast
+
+    return _finish(cast(t, d) if d is not work else t, requires_grad, "linspace")
+
+
+def eye(n: int, m: int | None = None, dtype=None, device=None,
+        requires_grad: bool = False) -> Tensor:
+    """The identity matrix (n x m).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.eye(2, 3).tolist()
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+    """
+    m = n if m is None else m
+    if not all(isinstance(v, (int, np.integer)) and v >= 0 for v in (n, m)):
+        raise ValueError(f"eye: sizes must be non-negative ints, got {n}, {m}")
+    t = zeros(n, m, dtype=dtype, device=device)
+    k = min(n, m)
+    if k:
+        diag = t._view((k,), (m + 1,), 0)
+        _fill(diag, 1)
+    return _finish(t, requires_grad, "eye")
+
+
+# ---- random ------------------------------------------------------------------------------------
+
+
+def _gen(generator):
+    if generator is None:
+        return _random.default_generator
+    if not isinstance(generator, _random.Generator):
+        raise TypeError(f"expected a st.Generator, got {type(generator).__name__}")
+    return generator
+
+
+def _random_fill(op: str, kind: str, shape, dtype, device, generator, a: float, b: float):
+    d = _dtype_or(dtype, default_float)
+    if not d.is_floating_point:
+        raise TypeError(f"{op}: dtype must be floating point, got {d.name}")
+    work = d if d in (_dt.float32, _dt.float64) else _dt.float32
+    t = _new(shape, work, device)
+    n = t.numel()
+    per_block = 4 if work is _dt.float32 else 2
+    seed, offset = _gen(generator)._take((n + per_block - 1) // per_block)
+    if n:
+        t._be.kernel(f"st_{kind}_{work.suffix}")(t._storage.ptr, n, seed, offset, a, b)
+    if work is not d:
+        from .ops.layout import cast
+
+        t = cast(t, d)
+    return t
+
+
+def rand(*shape, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples in [0, 1).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.rand(1000)
+        >>> bool((x >= 0).all()) and bool((x < 1).all())
+        True
+    """
+    t = _random_fill("rand", "uniform", _shape_arg("rand", shape), dtype, device, generator,
+                     0.0, 1.0)
+    return _finish(t, requires_grad, "rand")
+
+
+def randn(*shape, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> abs(st.randn(10000).mean().item()) < 0.05
+        True
+    """
+    t = _random_fill("randn", "normal", _shape_arg("randn", shape), dtype, device, generator,
+                     0.0, 1.0)
+    return _finish(t, requires_grad, "randn")
+
+
+def uniform(shape, low: float, high: float, generator=None, dtype=None, device=None) -> Tensor:
+    """Uniform samples in [low, high)."""
+    return _random_fill("uniform", "uniform", _shape_arg("uniform", tuple(shape)), dtype, device,
+                        generator, float(low), float(high))
+
+
+def normal(mean: float, std: float, size, generator=None, dtype=None, device=None) -> Tensor:
+    """Normal samples with the given mean and standard deviation."""
+    if std < 0:
+        raise ValueError(f"normal: std must be non-negative, got {std}")
+    return _random_fill("normal", "normal", _shape_arg("normal", tuple(size)), dtype, device,
+                        generator, float(mean), float(std))
+
+
+def randint(low, high=None, size=None, generator=None, dtype=None, device=None) -> Tensor:
+    """Integers drawn uniformly from [low, high).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.randint(0, 10, (100,))
+        >>> x.dtype, 0 <= x.min().item() and x.max().item() < 10
+        (singa_tensor.int64, True)
+    """
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint: size is required, e.g. randint(0, 10, (3,))")
+    if not isinstance(low, (int, np.integer)) or not isinstance(high, (int, np.integer)):
+        raise TypeError("randint: low and high must be ints")
+    if high <= low:
+        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+    shape = _shape_arg("randint", (size,) if isinstance(size, int) else tuple(size))
+    t = _new(shape, _dt.int64, device)
+    n = t.numel()
+    seed, offset = _gen(generator)._take((n + 1) // 2)
+    if n:
+        t._be.kernel("st_randint_i64")(t._storage.ptr, n, seed, offset, int(low), int(high))
+    d = _dtype_or(dtype, _dt.int64)
+    if d is not _dt.int64:
+        from .ops.layout import cast
+
+        t = cast(t, d)
+    return t
+
+
+def randperm(n: int, generator=None, dtype=None, device=None) -> Tensor:
+    """A random permutation of 0..n-1.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> sorted(st.randperm(5).tolist())
+        [0, 1, 2, 3, 4]
+    """
+    keys = rand(n, generator=generator, dtype=_dt.float64)
+    perm = np.argsort(keys.numpy(), kind="stable")
+    return tensor(perm, dtype=_dtype_or(dtype, _dt.int64), device=device)
+
+
+def rand_like(x: Tensor, generator=None, dtype=None) -> Tensor:
+    return rand(*x.shape, generator=generator, dtype=dtype or x.dtype, device=x.device)
+
+
+def randn_like(x: Tensor, generator=None, dtype=None) -> Tensor:
+    return randn(*x.shape, generator=generator, dtype=dtype or x.dtype, device=x.device)

@@ -1,0 +1,229 @@
+"""The op registry and the helpers every op family uses to call kernels.
+
+An op is one `OpSpec` subclass, registered with `@register`:
+
+    forward(ctx, *args, **attrs)   computes outputs through backend kernels
+    backward(ctx, *grads)          input gradients, written with Tensor ops
+    reference(*arrays, **attrs)    the numpy definition the tests compare against
+    onnx                           the ONNX operator name, or None
+    samples()                      (optional) argument sets for the registry-driven tests
+
+`spec.fn` is the public function (`st.exp`); a composite op (`composite = True`) is a plain
+composition of other ops, so it needs neither kernel nor backward.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .. import autograd as _ag
+from .. import dtype as _dt
+from ..tensor import Tensor
+
+REGISTRY: dict[str, type[OpSpec]] = {}
+
+
+class OpSpec:
+    name: str = ""
+    onnx: str | None = None
+    differentiable: bool = True
+    twice_differentiable: bool = True
+    composite: bool = False
+    # hints for the registry-driven tests
+    kind: str = "custom"  # "unary", "binary", "reduce" or "custom"
+    domain: tuple = (-3.0, 3.0)  # where values are drawn for tests
+    dtypes: tuple = ("float32", "float64")
+    grad_domain: tuple | None = None  # where finite differences are well-behaved
+    fn: Callable
+
+    @staticmethod
+    def forward(ctx, *args, **attrs):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grads):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @staticmethod
+    def reference(*args, **attrs):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @staticmethod
+    def samples():
+        return []
+
+
+def register(cls):
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    if cls.name in REGISTRY:
+        raise ValueError(f"op {cls.name} registered twice")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def apply(spec, *args, **attrs):
+    """Run spec's forward and, when gradients are wanted, record it in the graph."""
+    ctx = _ag.Node()
+    out = spec.forward(ctx, *args, **attrs)
+    if _ag._grad_enabled and spec.differentiable:
+        for a in args:
+            if a.__class__ is Tensor and a.requires_grad:
+                _ag.record(spec, ctx, args, out)
+                break
+    return out
+
+
+# ---- kernel calling ----------------------------------------------------------------------------
+
+_kernel_cache: dict = {}
+
+
+def kernel(t: Tensor, op: str, dtype=None):
+    """The backend function st_<op>_<dtype> for t's device; a clear error if it has none."""
+    dtype = dtype or t.dtype
+    be = t._be
+    key = (be, op, dtype)
+    fn = _kernel_cache.get(key)
+    if fn is None:
+        fn = be.kernel(f"st_{op}_{dtype.suffix}")
+        if fn is None:
+            raise TypeError(f"{op}: not implemented for dtype {dtype.name} on {t.device}")
+        _kernel_cache[key] = fn
+    return fn
+
+
+def ptr(t: Tensor):
+    off = t._offset
+    return t._storage.ptr + off if off else t._storage.ptr
+
+
+def empty_like_shape(t: Tensor, shape: tuple, dtype=None) -> Tensor:
+    return Tensor._empty(shape, dtype or t.dtype, t._device, t._be)
+
+
+_arrays: dict = {}
+
+
+def int64s(t: Tensor, values: tuple):
+    """An int64 array for kernel arguments (small, cached: shapes repeat)."""
+    arr = _arrays.get(values)
+    if arr is None:
+        if len(_arrays) > 4096:
+            _arrays.clear()
+        arr = _arrays[values] = t._be.int64_array(values)
+    return arr
+
+
+def contiguous(t: Tensor) -> Tensor:
+    """t itself when contiguous, else a contiguous copy (no autograd: a kernel helper)."""
+    if t._contig:
+        return t
+    out = Tensor._empty(t._shape, t.dtype, t._device, t._be)
+    copy_into(t, out)
+    return out
+
+
+def copy_into(src: Tensor, dst: Tensor) -> None:
+    """dst[...] = src elementwise; src broadcast to dst's shape; same dtype."""
+    shape = dst._shape
+    nd = len(shape)
+    ss = broadcast_strides(src, shape)
+    fn = t_kernel_copy(dst)
+    if nd == 0:
+        shape, ss, ds = (1,), (0,), (0,)
+        nd = 1
+    else:
+        ds = dst._strides
+    fn(ptr(src), ptr(dst), nd, int64s(dst, shape), int64s(dst, ss), int64s(dst, ds))
+    dst._storage.version += 1
+
+
+def t_kernel_copy(t: Tensor):
+    key = (t._be, "copy", t.dtype.itemsize)
+    fn = _kernel_cache.get(key)
+    if fn is None:
+        fn = _kernel_cache[key] = t._be.kernel(t._be.copy_symbol(t.dtype))
+    return fn
+
+
+def broadcast_shapes(*shapes, op: str = "broadcast") -> tuple:
+    """numpy broadcasting of shapes, with an error that names the op and the shapes."""
+    nd = max(len(s) for s in shapes)
+    out = []
+    for i in range(nd):
+        size = 1
+        for s in shapes:
+            j = i - (nd - len(s))
+            if j < 0:
+                continue
+            d = s[j]
+            if d != 1:
+                if size != 1 and d != size:
+                    raise ValueError(
+                        f"{op}: shapes {' and '.join(str(tuple(x)) for x in shapes)} cannot be "
+                        f"broadcast together (dimension {i - nd} is {size} vs {d})"
+                    )
+                size = d
+        out.append(size)
+    return tuple(out)
+
+
+def broadcast_strides(t: Tensor, shape: tuple) -> tuple:
+    """t's strides for a view broadcast to shape (0 on stretched dimensions)."""
+    nd = len(shape)
+    off = nd - len(t._shape)
+    out = [0] * nd
+    for i, (n, s) in enumerate(zip(t._shape, t._strides)):
+        out[off + i] = 0 if n == 1 and shape[off + i] != 1 else s
+    return tuple(out)
+
+
+def check_same_device(op: str, *tensors) -> None:
+    dev = None
+    for t in tensors:
+        if t.__class__ is Tensor:
+            if dev is None:
+                dev = t._device
+            elif t._device != dev:
+                raise RuntimeError(
+                    f"{op}: expected all tensors to be on the same device, but found at least "
+                    f"two devices, {dev} and {t._device}"
+                )
+
+
+def as_tensor_like(value, like: Tensor, dtype=None) -> Tensor:
+    """A Python scalar (or sequence) as a tensor on like's device."""
+    from .. import creation
+
+    return creation.tensor(value, dtype=dtype or like.dtype, device=like._device)
+
+
+def expect_tensor(op: str, x, name: str = "input") -> Tensor:
+    if x.__class__ is not Tensor:
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+    return x
+
+
+def float_dtype_for(t: Tensor):
+    """The dtype a float op computes in for t: its own if float32/64, float32 otherwise."""
+    d = t.dtype
+    if d is _dt.float32 or d is _dt.float64:
+        return d
+    return _dt.float32
+
+
+__all__ = [
+    "REGISTRY",
+    "OpSpec",
+    "apply",
+    "broadcast_shapes",
+    "broadcast_strides",
+    "contiguous",
+    "copy_into",
+    "empty_like_shape",
+    "int64s",
+    "kernel",
+    "ptr",
+    "register",
+]

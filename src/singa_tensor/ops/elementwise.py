@@ -1,0 +1,742 @@
+"""Elementwise ops: unary math, broadcasting arithmetic, comparisons, logic and where.
+
+Each op is one entry below: the kernel it runs, its backward in Tensor ops, its numpy
+reference and its ONNX name.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtype as _dt
+from ..tensor import Tensor
+from ._registry import (
+    OpSpec,
+    apply,
+    broadcast_shapes,
+    broadcast_strides,
+    check_same_device,
+    contiguous,
+    int64s,
+    kernel,
+    ptr,
+    register,
+)
+from .layout import cast, sum_to
+
+_SQRT_2_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+# ---- unary ------------------------------------------------------------------------------------
+
+
+def _run_unary(x: Tensor, op: str, alpha: float = 0.0, beta: float = 0.0) -> Tensor:
+    xc = contiguous(x)
+    out = Tensor._empty(x._shape, x.dtype, x._device, x._be)
+    kernel(x, op)(ptr(xc), ptr(out), out.numel(), alpha, beta)
+    return out
+
+
+def _unary_input(op: str, x, int_ok: bool):
+    """Validate x and pick the dtype the kernel runs in; returns (x in that dtype, the dtype of
+    the result to hand back)."""
+    if x.__class__ is not Tensor:
+        raise TypeError(f"{op}: input must be a Tensor, got {type(x).__name__}")
+    d = x.dtype
+    if d is _dt.float32 or d is _dt.float64:
+        return x, None
+    if d is _dt.float16 or d is _dt.bfloat16:  # compute in float32, store back
+        return cast(x, _dt.float32), d
+    if int_ok and d is not _dt.bool_:
+        return x, None
+    if int_ok:
+        return cast(x, _dt.int64), None
+    return cast(x, _dt.float32), None
+
+
+def _unary(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=False, attrs=(),
+           differentiable=True, twice=True, grad_domain=None, doc=""):
+    """Define and register a unary op running kernel st_<name>_<dtype>(x, y, n, a, b)."""
+    attr_names = tuple(a for a, _ in attrs)
+    defaults = tuple(d for _, d in attrs)
+
+    class Spec(OpSpec):
+        pass
+
+    Spec.__name__ = Spec.__qualname__ = "".join(p.title() for p in name.split("_"))
+    Spec.name = name
+    Spec.onnx = onnx
+    Spec.kind = "unary"
+    Spec.domain = domain
+    Spec.grad_domain = grad_domain
+    Spec.differentiable = differentiable
+    Spec.twice_differentiable = twice
+    Spec.dtypes = ("float32", "float64", "int32", "int64") if int_ok else ("float32", "float64")
+
+    def forward(ctx, x, a=0.0, b=0.0):
+        y = _run_unary(x, name, a, b)
+        ctx.a, ctx.b = a, b
+        ctx.save_for_backward(x, y)
+        return y
+
+    Spec.forward = staticmethod(forward)
+    Spec.backward = staticmethod(lambda ctx, g: (backward(ctx, g, *ctx.saved_tensors),))
+    Spec.reference = staticmethod(reference)
+
+    def fn(x, *args, **kwargs):
+        vals = list(defaults)
+        if len(args) > len(vals):
+            raise TypeError(f"{name}: takes at most {len(vals)} arguments after the input")
+        for i, v in enumerate(args):
+            vals[i] = v
+        for k, v in kwargs.items():
+            if k not in attr_names:
+                raise TypeError(f"{name}: unexpected keyword argument {k!r}")
+            vals[attr_names.index(k)] = v
+        x2, back = _unary_input(name, x, int_ok)
+        a, b = _pack_attrs(name, vals)
+        y = apply(Spec, x2, a, b)
+        return cast(y, back) if back is not None else y
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc or (
+        f"Elementwise {name}.\n\n    Example:\n        >>> import singa_tensor as st\n"
+        f"        >>> st.{name}(st.tensor([0.5])).shape\n        (1,)\n"
+    )
+    Spec.fn = staticmethod(fn)
+    register(Spec)
+    return fn
+
+
+def _pack_attrs(op, vals):
+    if not vals:
+        return 0.0, 0.0
+    for v in vals:
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise TypeError(f"{op}: expected a number, got {v!r}")
+    if len(vals) == 1:
+        return float(vals[0]), 0.0
+    return float(vals[0]), float(vals[1])
+
+
+def _mask(x):  # 1 where x > 0 else 0, in x's dtype; not differentiable
+    return relu_mask(x)
+
+
+neg = _unary("neg", "Neg", lambda c, g, x, y: -g, np.negative, int_ok=True)
+abs = _unary("abs", "Abs", lambda c, g, x, y: g * sign(x), np.abs, int_ok=True,
+             grad_domain=(0.1, 3.0))
+sign = _unary("sign", "Sign", lambda c, g, x, y: g * 0.0, np.sign, int_ok=True)
+exp = _unary("exp", "Exp", lambda c, g, x, y: g * y, np.exp, domain=(-10.0, 10.0))
+log = _unary("log", "Log", lambda c, g, x, y: g / x, np.log, domain=(0.01, 10.0))
+log1p = _unary("log1p", None, lambda c, g, x, y: g / (x + 1.0), np.log1p, domain=(-0.9, 10.0))
+expm1 = _unary("expm1", None, lambda c, g, x, y: g * (y + 1.0), np.expm1)
+sqrt = _unary("sqrt", "Sqrt", lambda c, g, x, y: g / (y * 2.0), np.sqrt, domain=(0.01, 10.0))
+rsqrt = _unary("rsqrt", None, lambda c, g, x, y: g * (y * y * y) * -0.5,
+               lambda x: 1.0 / np.sqrt(x), domain=(0.1, 10.0))
+sin = _unary("sin", "Sin", lambda c, g, x, y: g * cos(x), np.sin)
+cos = _unary("cos", "Cos", lambda c, g, x, y: g * -sin(x), np.cos)
+tan = _unary("tan", "Tan", lambda c, g, x, y: g * (y * y + 1.0), np.tan, domain=(-1.2, 1.2))
+tanh = _unary("tanh", "Tanh", lambda c, g, x, y: g * (1.0 - y * y), np.tanh)
+sigmoid = _unary("sigmoid", "Sigmoid", lambda c, g, x, y: g * (y * (1.0 - y)),
+                 lambda x: 1.0 / (1.0 + np.exp(-x)), domain=(-10.0, 10.0))
+relu = _unary("relu", "Relu", lambda c, g, x, y: g * _mask(x), lambda x: np.maximum(x, 0),
+              int_ok=True, grad_domain=(0.1, 3.0))
+relu_mask = _unary("relu_mask", None, None, lambda x: (x > 0).astype(x.dtype),
+                   differentiable=False)
+leaky_relu = _unary(
+    "leaky_relu", "LeakyRelu",
+    lambda c, g, x, y: g * (_mask(x) * (1.0 - c.a) + c.a),
+    lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
+    attrs=(("negative_slope", 0.01),), grad_domain=(0.1, 3.0),
+)
+elu = _unary(
+    "elu", "Elu",
+    lambda c, g, x, y: g * (_mask(x) * (1.0 - (y + c.a)) + (y + c.a)),
+    lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))),
+    attrs=(("alpha", 1.0),), grad_domain=(0.1, 3.0),
+)
+
+
+def _gelu_grad(c, g, x, y):
+    cdf = (erf(x * (1.0 / math.sqrt(2.0))) + 1.0) * 0.5
+    pdf = exp(x * x * -0.5) * _INV_SQRT_2PI
+    return g * (cdf + x * pdf)
+
+
+def _gelu_tanh_grad(c, g, x, y):
+    inner = (x + x * x * x * 0.044715) * _SQRT_2_PI
+    t = tanh(inner)
+    d_inner = (x * x * (3 * 0.044715) + 1.0) * _SQRT_2_PI
+    return g * ((t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * d_inner)
+
+
+def _erf_np(x):
+    v = np.vectorize(math.erf, otypes=[np.float64])(x)
+    return v.astype(x.dtype) if hasattr(x, "dtype") else v
+
+
+gelu_exact = _unary("gelu", "Gelu", _gelu_grad,
+                    lambda x: 0.5 * x * (1.0 + _erf_np(x / np.sqrt(2.0))))
+gelu_tanh = _unary(
+    "gelu_tanh", None, _gelu_tanh_grad,
+    lambda x: 0.5 * x * (1.0 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
+)
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """GELU activation: x * Phi(x), exactly (approximate="none") or with the tanh form.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> round(st.gelu(st.tensor([1.0])).item(), 4)
+        0.8413
+    """
+    if approximate == "none":
+        return gelu_exact(x)
+    if approximate == "tanh":
+        return gelu_tanh(x)
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def _silu_grad(c, g, x, y):
+    s = sigmoid(x)
+    return g * (s * (x * (1.0 - s) + 1.0))
+
+
+silu = _unary("silu", None, _silu_grad, lambda x: x / (1.0 + np.exp(-x)), domain=(-10.0, 10.0))
+
+
+def _softplus_grad(c, g, x, y):
+    beta, threshold = c.a, c.b
+    s = sigmoid(x * beta)
+    return g * where(x * beta > threshold, 1.0, s)
+
+
+softplus = _unary(
+    "softplus", "Softplus", _softplus_grad,
+    lambda x, beta=1.0, threshold=20.0: np.where(
+        x * beta > threshold, x, np.log1p(np.exp(np.minimum(x * beta, threshold))) / beta),
+    attrs=(("beta", 1.0), ("threshold", 20.0)), domain=(-10.0, 10.0),
+)
+erf = _unary("erf", "Erf", lambda c, g, x, y: g * exp(x * x * -1.0) * (2.0 / math.sqrt(math.pi)),
+             _erf_np)
+floor = _unary("floor", "Floor", lambda c, g, x, y: g * 0.0, np.floor, domain=(-5.0, 5.0))
+ceil = _unary("ceil", "Ceil", lambda c, g, x, y: g * 0.0, np.ceil, domain=(-5.0, 5.0))
+round = _unary("round", "Round", lambda c, g, x, y: g * 0.0, np.round, domain=(-5.0, 5.0))
+reciprocal = _unary("reciprocal", "Reciprocal", lambda c, g, x, y: g * (y * y) * -1.0,
+                    lambda x: 1.0 / x, domain=(0.2, 5.0))
+square = _unary("square", None, lambda c, g, x, y: g * x * 2.0, np.square, int_ok=True)
+_pow_scalar = _unary(
+    "pow_scalar", None, lambda c, g, x, y: g * pow(x, c.a - 1.0) * c.a,
+    lambda x, exponent=2.0: np.power(x, exponent).astype(x.dtype),
+    attrs=(("exponent", 2.0),), domain=(0.1, 3.0),
+)
+
+
+def _clamp_grad(c, g, x, y):
+    keep = logical_and(ge(x, c.a), le(x, c.b))
+    return g * cast(keep, g.dtype)
+
+
+_clamp = _unary("clamp", "Clip", _clamp_grad,
+                lambda x, min=-1.0, max=1.0: np.clip(x, min, max),
+                int_ok=True, attrs=(("min", -1.0), ("max", 1.0)), grad_domain=(-0.9, 0.9))
+
+
+def clamp(x: Tensor, min=None, max=None) -> Tensor:
+    """Limit values to [min, max]; either bound may be None (tensor bounds broadcast).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.clamp(st.tensor([-2.0, 0.5, 3.0]), min=-1, max=1).tolist()
+        [-1.0, 0.5, 1.0]
+    """
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = x
+        if min is not None:
+            out = maximum(out, min)
+        if max is not None:
+            out = minimum(out, max)
+        return out
+    if x.__class__ is Tensor and not x.dtype.is_floating_point:
+        if isinstance(min, float) or isinstance(max, float):
+            x = cast(x, _dt.float32)
+        else:
+            info = np.iinfo(np.int64)
+            lo = info.min if min is None else min
+            hi = info.max if max is None else max
+            return _clamp(x, float(np.clip(lo, -2**62, 2**62)), float(np.clip(hi, -2**62, 2**62)))
+    lo = -math.inf if min is None else float(min)
+    hi = math.inf if max is None else float(max)
+    return _clamp(x, lo, hi)
+
+
+clip = clamp
+
+
+def isnan(x: Tensor) -> Tensor:
+    """Boolean mask of NaN elements.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.isnan(st.tensor([1.0, float('nan')])).tolist()
+        [False, True]
+    """
+    return _float_test(x, "isnan")
+
+
+def isinf(x: Tensor) -> Tensor:
+    """Boolean mask of infinite elements."""
+    return _float_test(x, "isinf")
+
+
+def isfinite(x: Tensor) -> Tensor:
+    """Boolean mask of finite elements."""
+    return logical_not(logical_or(isnan(x), isinf(x)))
+
+
+def _float_test(x, op):
+    if x.__class__ is not Tensor:
+        raise TypeError(f"{op}: input must be a Tensor")
+    if not x.dtype.is_floating_point:
+        from .. import creation
+
+        return creation.zeros(x._shape, dtype=_dt.bool_, device=x.device)
+    x = x if x.dtype in (_dt.float32, _dt.float64) else cast(x, _dt.float32)
+    xc = contiguous(x)
+    out = Tensor._empty(x._shape, _dt.bool_, x._device, x._be)
+    kernel(x, op)(ptr(xc), ptr(out), out.numel())
+    return out
+
+
+# ---- binary -----------------------------------------------------------------------------------
+
+
+def _scalar_tensor(value, dtype, like: Tensor) -> Tensor:
+    from .. import creation
+
+    return creation.scalar_tensor(value, dtype, like._device)
+
+
+def _operands(op: str, a, b, float_only: bool = False):
+    """Turn (a, b), tensors or Python scalars, into two tensors of one promoted dtype."""
+    ta, tb = a.__class__ is Tensor, b.__class__ is Tensor
+    if ta and tb:
+        if a._device != b._device:
+            check_same_device(op, a, b)
+        d = a.dtype if a.dtype is b.dtype else _dt.promote(a.dtype, b.dtype)
+        # a 0-d tensor of another kind behaves like a scalar in promotion (PyTorch rule)
+        if a.dtype is not b.dtype:
+            if b.ndim == 0 and a.ndim > 0 and _kind(b.dtype) <= _kind(a.dtype):
+                d = a.dtype
+            elif a.ndim == 0 and b.ndim > 0 and _kind(a.dtype) <= _kind(b.dtype):
+                d = b.dtype
+    elif ta:
+        if not isinstance(b, (int, float, bool)):
+            return _bad_operand(op, b)
+        d = _dt.promote_scalar(a.dtype, b)
+        b = _scalar_tensor(b, d, a)
+    elif tb:
+        if not isinstance(a, (int, float, bool)):
+            return _bad_operand(op, a)
+        d = _dt.promote_scalar(b.dtype, a)
+        a = _scalar_tensor(a, d, b)
+    else:
+        raise TypeError(f"{op}: expected at least one Tensor, got {type(a).__name__} and "
+                        f"{type(b).__name__}")
+    if float_only and not d.is_floating_point:
+        d = _dt.float32
+    if d is _dt.float16 or d is _dt.bfloat16:
+        d = _dt.float32
+    if a.dtype is not d:
+        a = cast(a, d)
+    if b.dtype is not d:
+        b = cast(b, d)
+    return a, b
+
+
+def _kind(d) -> int:
+    return 0 if d is _dt.bool_ else (2 if d.is_floating_point else 1)
+
+
+def _bad_operand(op, v):
+    raise TypeError(f"{op}: unsupported operand of type {type(v).__name__}")
+
+
+def _run_binary(a: Tensor, b: Tensor, op: str, out_dtype=None) -> Tensor:
+    sa, sb = a._shape, b._shape
+    if sa == sb and a._contig and b._contig:
+        shape = sa
+        n = a.numel()
+        dims = (n,)
+        out = Tensor._empty(shape, out_dtype or a.dtype, a._device, a._be)
+        one = int64s(a, (1,))
+        kernel(a, op)(ptr(a), ptr(b), ptr(out), 1, int64s(a, dims), one, one)
+        return out
+    shape = sa if sa == sb else broadcast_shapes(sa, sb, op=op)
+    out = Tensor._empty(shape, out_dtype or a.dtype, a._device, a._be)
+    if not shape:
+        shape_, stra, strb = (1,), (0,), (0,)
+    else:
+        shape_, stra, strb = shape, broadcast_strides(a, shape), broadcast_strides(b, shape)
+    kernel(a, op)(ptr(a), ptr(b), ptr(out), len(shape_), int64s(a, shape_), int64s(a, stra),
+                  int64s(a, strb))
+    return out
+
+
+def _binary(name, onnx, backward, reference, *, float_only=False, out_bool=False,
+            differentiable=True, domain=(-3.0, 3.0), b_domain=None, dtypes=None,
+            grad_domain=None, doc=""):
+    class Spec(OpSpec):
+        pass
+
+    Spec.__name__ = Spec.__qualname__ = "".join(p.title() for p in name.split("_"))
+    Spec.name = name
+    Spec.onnx = onnx
+    Spec.kind = "binary"
+    Spec.domain = domain
+    Spec.b_domain = b_domain
+    Spec.grad_domain = grad_domain
+    Spec.differentiable = differentiable and not out_bool
+    Spec.dtypes = dtypes or (("float32", "float64") if float_only else
+                             ("float32", "float64", "int32", "int64"))
+    kernel_name = name
+
+    def forward(ctx, a, b):
+        out = _run_binary(a, b, kernel_name, _dt.bool_ if out_bool else None)
+        ctx.save_for_backward(a, b, out)
+        return out
+
+    Spec.forward = staticmethod(forward)
+    if backward is not None:
+        def bw(ctx, g):
+            a, b, out = ctx.saved_tensors
+            ga, gb = backward(ctx, g, a, b, out)
+            return (sum_to(ga, a._shape) if ga is not None and ctx.needs_input_grad[0] else None,
+                    sum_to(gb, b._shape) if gb is not None and ctx.needs_input_grad[1] else None)
+
+        Spec.backward = staticmethod(bw)
+    Spec.reference = staticmethod(reference)
+
+    def fn(a, b):
+        a, b = _operands(name, a, b, float_only)
+        return apply(Spec, a, b)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc or (
+        f"Elementwise {name} with numpy broadcasting.\n\n    Example:\n"
+        f"        >>> import singa_tensor as st\n"
+        f"        >>> st.{name}(st.tensor([1.0, 2.0]), st.tensor([2.0])).shape\n"
+        f"        (2,)\n"
+    )
+    Spec.fn = staticmethod(fn)
+    register(Spec)
+    return fn
+
+
+add = _binary("add", "Add", lambda c, g, a, b, o: (g, g), np.add,
+              doc="a + b with broadcasting.\n\n    Example:\n        >>> import singa_tensor as st"
+                  "\n        >>> st.add(st.tensor([1, 2]), 10).tolist()\n        [11, 12]\n")
+sub = _binary("sub", "Sub", lambda c, g, a, b, o: (g, -g), np.subtract)
+mul = _binary("mul", "Mul", lambda c, g, a, b, o: (g * b, g * a), np.multiply)
+div = _binary("div", "Div", lambda c, g, a, b, o: (g / b, g * o / b * -1.0), np.divide,
+              float_only=True, b_domain=(0.5, 3.0))
+_floor_divide = _binary(
+    "floor_divide", None, lambda c, g, a, b, o: (g * 0.0, g * 0.0), np.floor_divide,
+    b_domain=(0.5, 3.0), domain=(-5.0, 5.0), differentiable=False)
+
+
+def _remainder_grad(c, g, a, b, o):
+    return g, g * -floor_divide(a, b)
+
+
+_remainder = _binary("remainder", "Mod", _remainder_grad, np.mod, b_domain=(0.5, 3.0),
+                     domain=(-5.0, 5.0))
+
+
+def _pow_grad(c, g, a, b, o):
+    ga = g * b * pow(a, b - 1.0)
+    logs = where(eq(a, 0.0), 0.0, log(where(eq(a, 0.0), 1.0, a)))
+    gb = g * o * logs
+    return ga, gb
+
+
+def _np_pow(a, b):
+    return np.power(a, b)
+
+
+_pow = _binary("pow", "Pow", _pow_grad, _np_pow, domain=(0.2, 3.0), b_domain=(-2.0, 2.0),
+               dtypes=("float32", "float64"))
+
+
+def _max_grad(c, g, a, b, o):
+    m = cast(gt(a, b), g.dtype) + cast(eq(a, b), g.dtype) * 0.5
+    return g * m, g * (1.0 - m)
+
+
+def _min_grad(c, g, a, b, o):
+    m = cast(lt(a, b), g.dtype) + cast(eq(a, b), g.dtype) * 0.5
+    return g * m, g * (1.0 - m)
+
+
+maximum = _binary("maximum", "Max", _max_grad, np.maximum)
+minimum = _binary("minimum", "Min", _min_grad, np.minimum)
+
+
+def _check_int_divisor(op, a, b):
+    if not b.dtype.is_floating_point and bool(any_zero(b)):
+        raise ZeroDivisionError(f"{op}: integer division by zero")
+
+
+def any_zero(b: Tensor) -> bool:
+    from .reduce import amin
+
+    return amin(abs(b)).item() == 0 if b.numel() else False
+
+
+def floor_divide(a, b) -> Tensor:
+    """Division rounded toward negative infinity (Python's //).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.floor_divide(st.tensor([7, -7]), 2).tolist()
+        [3, -4]
+    """
+    a2, b2 = _operands("floor_divide", a, b)
+    _check_int_divisor("floor_divide", a2, b2)
+    return _floor_divide(a2, b2)
+
+
+def remainder(a, b) -> Tensor:
+    """Python's modulo: the result has the sign of the divisor.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.remainder(st.tensor([7, -7]), 3).tolist()
+        [1, 2]
+    """
+    a2, b2 = _operands("remainder", a, b)
+    _check_int_divisor("remainder", a2, b2)
+    return _remainder(a2, b2)
+
+
+def pow(a, b) -> Tensor:
+    """a ** b with broadcasting; a Python-number exponent uses a faster kernel.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.pow(st.tensor([2.0, 3.0]), 2).tolist()
+        [4.0, 9.0]
+    """
+    if a.__class__ is Tensor and isinstance(b, (int, float)) and not isinstance(b, bool):
+        if a.dtype.is_floating_point:
+            return _pow_scalar(a, float(b))
+        if isinstance(b, int):
+            if b < 0:
+                raise ValueError("pow: integers to negative integer powers are not allowed")
+            return _int_pow(a, b)
+    a2, b2 = _operands("pow", a, b)
+    if not a2.dtype.is_floating_point:
+        a2, b2 = cast(a2, _dt.float32), cast(b2, _dt.float32)
+    return _pow(a2, b2)
+
+
+def _int_pow(a: Tensor, e: int) -> Tensor:
+    return apply(_INT_POW, a, _scalar_tensor(e, a.dtype, a))
+
+
+_INT_POW = type("IntPow", (OpSpec,), {
+    "name": "_int_pow", "differentiable": False,
+    "forward": staticmethod(lambda ctx, a, b: _run_binary(a, b, "pow")),
+    "reference": staticmethod(lambda a, b: np.power(a, b)),
+    "dtypes": ("int32", "int64"),
+})
+
+
+def true_divide(a, b) -> Tensor:
+    """Same as div: always true (float) division."""
+    return div(a, b)
+
+
+# ---- comparisons and logic --------------------------------------------------------------------
+
+eq = _binary("eq", "Equal", None, np.equal, out_bool=True,
+             dtypes=("float32", "float64", "int32", "int64", "bool"))
+ne = _binary("ne", None, None, np.not_equal, out_bool=True,
+             dtypes=("float32", "float64", "int32", "int64", "bool"))
+lt = _binary("lt", "Less", None, np.less, out_bool=True)
+le = _binary("le", "LessOrEqual", None, np.less_equal, out_bool=True)
+gt = _binary("gt", "Greater", None, np.greater, out_bool=True)
+ge = _binary("ge", "GreaterOrEqual", None, np.greater_equal, out_bool=True)
+
+
+def _logical(name, onnx, reference):
+    class Spec(OpSpec):
+        pass
+
+    Spec.__name__ = Spec.__qualname__ = name.title().replace("_", "")
+    Spec.name, Spec.onnx, Spec.kind = name, onnx, "binary"
+    Spec.differentiable = False
+    Spec.dtypes = ("bool",)
+    Spec.forward = staticmethod(lambda ctx, a, b: _run_binary(a, b, name))
+    Spec.reference = staticmethod(reference)
+
+    def fn(a, b):
+        a = _to_bool(name, a)
+        b = _to_bool(name, b) if b.__class__ is Tensor else _scalar_tensor(bool(b), _dt.bool_, a)
+        check_same_device(name, a, b)
+        return apply(Spec, a, b)
+
+    fn.__name__ = name
+    fn.__doc__ = (f"Elementwise {name} (non-zero is true), a bool tensor.\n\n    Example:\n"
+                  f"        >>> import singa_tensor as st\n"
+                  f"        >>> st.{name}(st.tensor([True, False]), st.tensor([True, True])).shape"
+                  f"\n        (2,)\n")
+    Spec.fn = staticmethod(fn)
+    register(Spec)
+    return fn
+
+
+def _to_bool(op, x):
+    if x.__class__ is not Tensor:
+        raise TypeError(f"{op}: input must be a Tensor, got {type(x).__name__}")
+    return x if x.dtype is _dt.bool_ else cast(x, _dt.bool_)
+
+
+logical_and = _logical("logical_and", "And", np.logical_and)
+logical_or = _logical("logical_or", "Or", np.logical_or)
+logical_xor = _logical("logical_xor", "Xor", np.logical_xor)
+
+
+@register
+class LogicalNot(OpSpec):
+    name = "logical_not"
+    onnx = "Not"
+    kind = "unary"
+    differentiable = False
+    dtypes = ("bool",)
+
+    @staticmethod
+    def forward(ctx, x):
+        return _run_unary(x, "logical_not")
+
+    @staticmethod
+    def reference(x):
+        return np.logical_not(x)
+
+
+def logical_not(x) -> Tensor:
+    """Elementwise not (non-zero is true).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.logical_not(st.tensor([True, False])).tolist()
+        [False, True]
+    """
+    return apply(LogicalNot, _to_bool("logical_not", x))
+
+
+LogicalNot.fn = staticmethod(logical_not)
+
+
+@register
+class Where(OpSpec):
+    name = "where"
+    onnx = "Where"
+
+    @staticmethod
+    def forward(ctx, cond, a, b):
+        shape = broadcast_shapes(cond._shape, a._shape, b._shape, op="where")
+        out = Tensor._empty(shape, a.dtype, a._device, a._be)
+        shp = shape or (1,)
+        sc = broadcast_strides(cond, shape) if shape else (0,)
+        sa = broadcast_strides(a, shape) if shape else (0,)
+        sb = broadcast_strides(b, shape) if shape else (0,)
+        kernel(a, "where")(ptr(cond), ptr(a), ptr(b), ptr(out), len(shp), int64s(a, shp),
+                           int64s(a, sc), int64s(a, sa), int64s(a, sb))
+        ctx.save_for_backward(cond)
+        ctx.shapes = (a._shape, b._shape)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (cond,) = ctx.saved_tensors
+        zero = _scalar_tensor(0.0, g.dtype, g)
+        ga = sum_to(where(cond, g, zero), ctx.shapes[0]) if ctx.needs_input_grad[1] else None
+        gb = sum_to(where(cond, zero, g), ctx.shapes[1]) if ctx.needs_input_grad[2] else None
+        return None, ga, gb
+
+    @staticmethod
+    def reference(cond, a, b):
+        return np.where(cond, a, b)
+
+    @staticmethod
+    def samples():
+        r = np.random.default_rng(5)
+        return [
+            ((r.standard_normal((3, 4)) > 0, r.standard_normal((3, 4)), r.standard_normal((4,))),
+             {}),
+            ((r.standard_normal((2, 1)) > 0, r.standard_normal((1, 3)), r.standard_normal(())),
+             {}),
+        ]
+
+
+def where(cond, a, b) -> Tensor:
+    """Pick from a where cond is true, else from b; all three broadcast.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.tensor([-1.0, 2.0])
+        >>> st.where(x > 0, x, 0.0).tolist()
+        [0.0, 2.0]
+    """
+    if cond.__class__ is not Tensor:
+        raise TypeError(f"where: condition must be a Tensor, got {type(cond).__name__}")
+    cond = _to_bool("where", cond)
+    a, b = _operands("where", a, b)
+    check_same_device("where", cond, a, b)
+    return apply(Where, cond, a, b)
+
+
+Where.fn = staticmethod(where)
+
+
+def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
+    """x with value written where mask is true (mask broadcasts to x).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.masked_fill(st.zeros(3), st.tensor([True, False, True]), 5.0).tolist()
+        [5.0, 0.0, 5.0]
+    """
+    if x.__class__ is not Tensor or mask.__class__ is not Tensor:
+        raise TypeError("masked_fill: input and mask must be Tensors")
+    if mask.dtype is not _dt.bool_:
+        raise TypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype.name}")
+    if broadcast_shapes(x._shape, mask._shape, op="masked_fill") != x._shape:
+        raise ValueError(
+            f"masked_fill: mask of shape {mask._shape} must broadcast to the input's shape "
+            f"{x._shape}"
+        )
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise ValueError("masked_fill: value must be a 0-d tensor or a number")
+        v = cast(value, x.dtype)
+    else:
+        v = _scalar_tensor(value, x.dtype, x)
+    return where(mask, v, x)
+
+
+__all__ = [
+    "abs", "add", "ceil", "clamp", "clip", "cos", "div", "elu", "eq", "erf", "exp", "expm1",
+    "floor", "floor_divide", "ge", "gelu", "gt", "isfinite", "isinf", "isnan", "le",
+    "leaky_relu", "log", "log1p", "logical_and", "logical_not", "logical_or", "logical_xor",
+    "lt", "masked_fill", "maximum", "minimum", "mul", "ne", "neg", "pow", "reciprocal", "relu",
+    "remainder", "round", "rsqrt", "sigmoid", "sign", "silu", "sin", "softplus", "sqrt",
+    "square", "sub", "tan", "tanh", "true_divide", "where",
+]

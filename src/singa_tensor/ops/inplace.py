@@ -1,0 +1,186 @@
+"""In-place ops (add_, mul_, zero_, fill_, copy_, clamp_ ...).
+
+An in-place op computes its result with the out-of-place op (which records the graph when
+gradients are wanted), writes it into the tensor's storage, bumps the storage's version
+counter, and makes the tensor the output of the new graph node. The version counter is how a
+backward detects that a tensor it saved has since been overwritten.
+"""
+
+from __future__ import annotations
+
+from .. import autograd as _ag
+from ..autograd import AccumulateGrad
+from ..tensor import Tensor
+from ._registry import contiguous, copy_into, kernel, ptr
+from .layout import cast, expand
+
+VIEW_OPS = {"view", "expand", "permute", "slice", "select", "squeeze", "unsqueeze", "diagonal",
+            "as_strided"}
+
+
+def _views_a_leaf(x: Tensor) -> bool:
+    node = x._node
+    while node is not None and getattr(node, "name", None) in VIEW_OPS:
+        e = node.next[0] if node.next else None
+        if e is None:
+            return False
+        if isinstance(e[0], AccumulateGrad):
+            return e[0].leaf.requires_grad
+        node = e[0]
+    return False
+
+
+def check_inplace(x: Tensor, op: str) -> None:
+    if x.__class__ is not Tensor:
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+    if _ag._grad_enabled and x.requires_grad:
+        if x._node is None:
+            raise RuntimeError(
+                f"{op}: a leaf tensor that requires grad is being used in an in-place "
+                "operation; wrap it in `with st.no_grad():` (e.g. for a parameter update) or "
+                "operate on a clone"
+            )
+        if _views_a_leaf(x):
+            raise RuntimeError(
+                f"{op}: a view of a leaf tensor that requires grad is being used in an in-place "
+                "operation"
+            )
+
+
+def write_result(x: Tensor, result: Tensor, op: str) -> Tensor:
+    """Store result (broadcastable to x) into x; x takes over result's place in the graph."""
+    if result._shape != x._shape:
+        try:
+            from ._registry import broadcast_shapes
+
+            ok = broadcast_shapes(result._shape, x._shape, op=op) == x._shape
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"{op}: output with shape {x._shape} doesn't match the broadcast shape "
+                f"{result._shape}"
+            )
+        result = expand(result, *x._shape)
+    if result.dtype is not x.dtype:
+        if x.dtype.is_floating_point or not result.dtype.is_floating_point:
+            result = cast(result, x.dtype)
+        else:
+            raise TypeError(
+                f"{op}: result type {result.dtype.name} can't be cast to the desired output type "
+                f"{x.dtype.name}"
+            )
+    tracked = result.requires_grad and _ag._grad_enabled
+    if tracked and x._node is not None and getattr(x._node, "name", None) in VIEW_OPS:
+        raise RuntimeError(
+            f"{op}: in-place modification of a view of a tensor that requires grad is not "
+            "supported; compute the new value out of place instead"
+        )
+    copy_into(result, x)
+    if tracked:
+        x._node = result._node
+        x._out = result._out
+        x.requires_grad = True
+    return x
+
+
+def inplace_binary(x: Tensor, other, fn, op: str) -> Tensor:
+    check_inplace(x, op)
+    if (not _ag._grad_enabled or not (x.requires_grad or getattr(other, "requires_grad", False))):
+        # fast path: the kernel writes straight into x when the layout allows
+        if (x._contig and other.__class__ is Tensor and other.dtype is x.dtype
+                and other._shape == x._shape and other._contig and x.dtype.is_floating_point
+                and op[:-1] in _DIRECT_BINARY):
+            from ._registry import int64s
+
+            n = x.numel()
+            one = int64s(x, (1,))
+            kernel(x, op[:-1])(ptr(x), ptr(other), ptr(x), 1, int64s(x, (n,)), one, one)
+            x._storage.version += 1
+            return x
+        with _ag.no_grad():
+            r = fn(x, other)
+        return write_result(x, r, op)
+    return write_result(x, fn(x, other), op)
+
+
+_DIRECT_BINARY = {"add", "sub", "mul", "div", "maximum", "minimum"}
+
+
+def inplace_unary(x: Tensor, fn, op: str, *args, **kwargs) -> Tensor:
+    check_inplace(x, op)
+    if not _ag._grad_enabled or not x.requires_grad:
+        with _ag.no_grad():
+            r = fn(x, *args, **kwargs)
+        return write_result(x, r, op)
+    return write_result(x, fn(x, *args, **kwargs), op)
+
+
+def fill_(x: Tensor, value) -> Tensor:
+    """Set every element to value, in place.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.zeros(2).fill_(3).tolist()
+        [3.0, 3.0]
+    """
+    check_inplace(x, "fill_")
+    from .. import creation
+
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise ValueError("fill_: only supports a 0-dimensional value tensor")
+        value = value.item()
+    if x.numel():
+        if _ag._grad_enabled and x.requires_grad:
+            # the new value does not depend on the old one: the graph restarts here
+            copy_into(creation.scalar_tensor(value, x.dtype, x.device), x)
+            x._node = None
+            x.requires_grad = False
+        else:
+            copy_into(creation.scalar_tensor(value, x.dtype, x.device), x)
+    return x
+
+
+def zero_(x: Tensor) -> Tensor:
+    """Set every element to zero, in place.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.ones(2).zero_().tolist()
+        [0.0, 0.0]
+    """
+    return fill_(x, 0)
+
+
+def copy_(x: Tensor, src) -> Tensor:
+    """Copy src (broadcast, cast and moved as needed) into x, in place.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.zeros(2, 2).copy_(st.tensor([1.0, 2.0])).tolist()
+        [[1.0, 2.0], [1.0, 2.0]]
+    """
+    check_inplace(x, "copy_")
+    if src.__class__ is not Tensor:
+        from .. import creation
+
+        src = creation.tensor(src, dtype=x.dtype, device=x.device)
+    if src.device != x.device:
+        src = src.to(x.device)
+    if src.dtype is not x.dtype:
+        src = cast(src, x.dtype)
+    if _ag._grad_enabled and src.requires_grad:
+        from .layout import clone
+
+        return write_result(x, clone(expand(src, *x._shape) if src._shape != x._shape else src),
+                            "copy_")
+    from ._registry import broadcast_shapes
+
+    if broadcast_shapes(src._shape, x._shape, op="copy_") != x._shape:
+        raise ValueError(f"copy_: source of shape {src._shape} does not broadcast to {x._shape}")
+    copy_into(contiguous(src) if src._storage is x._storage else src, x)
+    if x._node is not None and _ag._grad_enabled:
+        x._node = None
+        x.requires_grad = False
+    return x
