@@ -110,17 +110,15 @@ class Node:
     Attributes a forward may set freely on ctx are kept for its backward.
     """
 
-    # next: one (node, output index) edge per forward input, or None where no grad flows
+    # Defaults live on the class so that creating a node (once per op call) costs nothing.
     name = "Node"
-
-    def __init__(self):
-        self.next: tuple = ()
-        self.needs_input_grad: tuple = ()
-        self.n_outputs = 1
-        self._saved: list | None = None
-        self._freed = False
-        self._hooks: dict[int, list[Callable]] | None = None
-        self._outputs_meta: tuple = ()  # (shape, dtype, device) per output, for zero grads
+    next: tuple = ()  # one (node, output index) edge per forward input, None where no grad flows
+    needs_input_grad: tuple = ()
+    n_outputs = 1
+    _saved: list | None = None
+    _freed = False
+    _hooks: dict | None = None
+    _outputs_meta: tuple = ()  # (shape, dtype, device) per output
 
     # -- saving ------------------------------------------------------------------------------
     def save_for_backward(self, *tensors) -> None:
@@ -129,8 +127,6 @@ class Node:
     def _pack_saved(self, outputs: Sequence) -> None:
         """Replace saved outputs with node-less aliases (no reference cycle output -> node ->
         output) and remember the storage version of every saved tensor."""
-        if not self._saved:
-            return
         packed = []
         for t in self._saved:
             if t is None:
@@ -218,7 +214,6 @@ class AccumulateGrad(Node):
     name = "AccumulateGrad"
 
     def __init__(self, leaf):
-        super().__init__()
         self.leaf = leaf
 
     def _release(self) -> None:
@@ -245,8 +240,7 @@ def record(spec, ctx: Node, inputs: Sequence, outputs):
     spec has `name`, `backward(ctx, *grads)` and optionally `differentiable`. inputs are the
     forward's positional arguments (non-tensors are skipped).
     """
-    single = not isinstance(outputs, tuple)
-    outs = (outputs,) if single else outputs
+    outs = outputs if outputs.__class__ is tuple else (outputs,)
     ctx.spec = spec
     ctx.name = spec.name
     nexts = []
@@ -260,14 +254,17 @@ def record(spec, ctx: Node, inputs: Sequence, outputs):
             needs.append(False)
     ctx.next = tuple(nexts)
     ctx.needs_input_grad = tuple(needs)
-    ctx.n_outputs = len(outs)
-    ctx._outputs_meta = tuple((o.shape, o.dtype, o.device) for o in outs)
+    n = len(outs)
+    if n != 1:
+        ctx.n_outputs = n
+    ctx._outputs_meta = tuple([(o._shape, o.dtype, o._device) for o in outs])
     for i, o in enumerate(outs):
-        if o.dtype.is_floating_point and not getattr(o, "_non_diff", False):
+        if o.dtype.is_floating_point and not o._non_diff:
             o.requires_grad = True
             o._node = ctx
             o._out = i
-    ctx._pack_saved(outs)
+    if ctx._saved:
+        ctx._pack_saved(outs)
     return outputs
 
 

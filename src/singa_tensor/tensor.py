@@ -16,7 +16,19 @@ from . import dtype as _dt
 from .backend.device import Device
 
 
+_STRIDES: dict = {}
+
+
 def contiguous_strides(shape) -> tuple:
+    s = _STRIDES.get(shape)
+    if s is None:
+        if len(_STRIDES) > 4096:
+            _STRIDES.clear()
+        s = _STRIDES[shape] = _contiguous_strides(tuple(shape))
+    return s
+
+
+def _contiguous_strides(shape) -> tuple:
     strides = []
     acc = 1
     for n in reversed(shape):

@@ -391,7 +391,7 @@ def _run_binary(a: Tensor, b: Tensor, op: str, out_dtype=None) -> Tensor:
 
 def _binary(name, onnx, backward, reference, *, float_only=False, out_bool=False,
             differentiable=True, domain=(-3.0, 3.0), b_domain=None, dtypes=None,
-            grad_domain=None, doc=""):
+            grad_domain=None, doc="", saves="abo"):
     class Spec(OpSpec):
         pass
 
@@ -406,19 +406,32 @@ def _binary(name, onnx, backward, reference, *, float_only=False, out_bool=False
     Spec.dtypes = dtypes or (("float32", "float64") if float_only else
                              ("float32", "float64", "int32", "int64"))
     kernel_name = name
+    if backward is None:
+        saves = ""
 
     def forward(ctx, a, b):
         out = _run_binary(a, b, kernel_name, _dt.bool_ if out_bool else None)
-        ctx.save_for_backward(a, b, out)
+        if saves:
+            ctx.save_for_backward(a if "a" in saves else None, b if "b" in saves else None,
+                                  out if "o" in saves else None)
+            ctx.in_shapes = (a._shape, b._shape)
+        else:
+            ctx.shapes = (a._shape, b._shape)
         return out
 
     Spec.forward = staticmethod(forward)
     if backward is not None:
         def bw(ctx, g):
-            a, b, out = ctx.saved_tensors
+            if saves:
+                a, b, out = ctx.saved_tensors
+                sa, sb = ctx.in_shapes
+            else:
+                a = b = out = None
+                sa, sb = ctx.shapes
             ga, gb = backward(ctx, g, a, b, out)
-            return (sum_to(ga, a._shape) if ga is not None and ctx.needs_input_grad[0] else None,
-                    sum_to(gb, b._shape) if gb is not None and ctx.needs_input_grad[1] else None)
+            need = ctx.needs_input_grad
+            return (sum_to(ga, sa) if ga is not None and need[0] else None,
+                    sum_to(gb, sb) if gb is not None and need[1] else None)
 
         Spec.backward = staticmethod(bw)
     Spec.reference = staticmethod(reference)
@@ -439,13 +452,13 @@ def _binary(name, onnx, backward, reference, *, float_only=False, out_bool=False
     return fn
 
 
-add = _binary("add", "Add", lambda c, g, a, b, o: (g, g), np.add,
+add = _binary("add", "Add", lambda c, g, a, b, o: (g, g), np.add, saves="",
               doc="a + b with broadcasting.\n\n    Example:\n        >>> import singa_tensor as st"
                   "\n        >>> st.add(st.tensor([1, 2]), 10).tolist()\n        [11, 12]\n")
-sub = _binary("sub", "Sub", lambda c, g, a, b, o: (g, -g), np.subtract)
-mul = _binary("mul", "Mul", lambda c, g, a, b, o: (g * b, g * a), np.multiply)
+sub = _binary("sub", "Sub", lambda c, g, a, b, o: (g, -g), np.subtract, saves="")
+mul = _binary("mul", "Mul", lambda c, g, a, b, o: (g * b, g * a), np.multiply, saves="ab")
 div = _binary("div", "Div", lambda c, g, a, b, o: (g / b, g * o / b * -1.0), np.divide,
-              float_only=True, b_domain=(0.5, 3.0))
+              float_only=True, b_domain=(0.5, 3.0), saves="bo")
 _floor_divide = _binary(
     "floor_divide", None, lambda c, g, a, b, o: (g * 0.0, g * 0.0), np.floor_divide,
     b_domain=(0.5, 3.0), domain=(-5.0, 5.0), differentiable=False)

@@ -95,6 +95,13 @@ class ToDevice(OpSpec):
 
 
 def to_device(x: Tensor, device) -> Tensor:
+    """x copied to another device (gradients flow back to the source device).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.to_device(st.ones(2), "cpu").device
+        device(type='cpu')
+    """
     device = as_device(device)
     if device == x.device:
         return x

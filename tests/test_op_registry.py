@@ -1,0 +1,247 @@
+"""Registry-driven op tests: every registered op, forward against its numpy reference (shapes,
+broadcasting and edge values drawn by hypothesis), backward against float64 finite differences,
+and second derivatives where the op is twice differentiable.
+
+Ops declare how to test them: `kind` ("unary", "binary", "reduce") gets generated inputs;
+anything else provides `samples()`.
+"""
+
+from __future__ import annotations
+
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+from hypothesis.extra import numpy as hnp
+
+import singa_tensor as st
+from singa_tensor.ops import REGISTRY
+
+from .helpers import DEVICE, as_tensor, assert_close, to_numpy
+
+SPECS = sorted(REGISTRY.values(), key=lambda s: s.name)
+settings.register_profile(
+    "ops", max_examples=20, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("ops")
+
+
+def _ids(specs):
+    return [s.name for s in specs]
+
+
+def by_kind(kind):
+    return [s for s in SPECS if s.kind == kind and not s.name.startswith("_")]
+
+
+UNARY, BINARY, REDUCE = by_kind("unary"), by_kind("binary"), by_kind("reduce")
+CUSTOM = [s for s in SPECS if s.kind == "custom" and s.samples()]
+NP_DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64,
+             "bool": np.bool_}
+
+
+def _values(dtype, domain, shape):
+    lo, hi = domain
+    if dtype in ("float32", "float64"):
+        width = 32 if dtype == "float32" else 64
+        if width == 32:  # bounds must be representable in float32
+            lo, hi = float(np.nextafter(np.float32(lo), np.float32(np.inf))), float(
+                np.nextafter(np.float32(hi), np.float32(-np.inf)))
+        return hnp.arrays(NP_DTYPES[dtype], shape, elements=hs.floats(lo, hi, width=width))
+    if dtype == "bool":
+        return hnp.arrays(np.bool_, shape)
+    return hnp.arrays(NP_DTYPES[dtype], shape,
+                      elements=hs.integers(int(np.ceil(lo)), int(np.floor(hi))))
+
+
+shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)
+
+
+def _call(spec, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with np.errstate(all="ignore"):
+            return spec.reference(*args, **kwargs)
+
+
+def _compare(spec, got, want, dtype):
+    want = np.asarray(want)
+    tol = {"float32": (3e-5, 1e-6), "float64": (1e-10, 1e-12)}.get(dtype, (0, 0))
+    assert_close(got, want, rtol=tol[0], atol=tol[1], equal_nan=True,
+                 msg=f"{spec.name} [{dtype}]")
+
+
+# ---- forward ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", UNARY, ids=_ids(UNARY))
+@given(data=hs.data())
+def test_unary_forward(spec, data):
+    dtype = data.draw(hs.sampled_from(spec.dtypes))
+    shape = data.draw(shapes)
+    x = data.draw(_values(dtype, spec.domain, shape))
+    t = as_tensor(x)
+    if data.draw(hs.booleans()) and x.ndim >= 2:  # a non-contiguous view of the same values
+        t = as_tensor(np.ascontiguousarray(x.swapaxes(0, 1))).transpose(0, 1)
+    got = spec.fn(t)
+    assert got.shape == x.shape
+    _compare(spec, got, _call(spec, x), dtype)
+
+
+EDGE = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 1e30, -1e30, 0.5, -0.5])
+
+
+@pytest.mark.parametrize("spec", UNARY, ids=_ids(UNARY))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_unary_edge_values(spec, dtype):
+    if dtype not in spec.dtypes:
+        pytest.skip(f"{spec.name} has no {dtype} kernel")
+    x = EDGE.astype(dtype)
+    got = to_numpy(spec.fn(as_tensor(x)))
+    want = np.asarray(_call(spec, x)).astype(dtype)
+    # large-magnitude and special inputs: same NaN/inf pattern, close finite values
+    assert np.array_equal(np.isnan(got), np.isnan(want)), (spec.name, x, got, want)
+    fin = np.isfinite(want)
+    assert np.array_equal(got[~fin & ~np.isnan(want)], want[~fin & ~np.isnan(want)]), (
+        spec.name, got, want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-5, atol=1e-30)
+
+
+def _broadcast_pair(data):
+    shapes_ = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3,
+                                                          min_side=0, max_side=4))
+    return shapes_.input_shapes
+
+
+@pytest.mark.parametrize("spec", BINARY, ids=_ids(BINARY))
+@given(data=hs.data())
+def test_binary_forward_broadcasting(spec, data):
+    dtype = data.draw(hs.sampled_from(spec.dtypes))
+    sa, sb = _broadcast_pair(data)
+    a = data.draw(_values(dtype, spec.domain, sa))
+    b_dom = getattr(spec, "b_domain", None) or spec.domain
+    b = data.draw(_values(dtype, b_dom, sb))
+    got = spec.fn(as_tensor(a), as_tensor(b))
+    want = _call(spec, a, b)
+    assert got.shape == np.shape(want)
+    _compare(spec, got, want, dtype)
+
+
+@pytest.mark.parametrize("spec", [s for s in BINARY if "float32" in s.dtypes],
+                         ids=_ids([s for s in BINARY if "float32" in s.dtypes]))
+def test_binary_with_python_scalar(spec):
+    a = np.linspace(0.5, 2.5, 6, dtype=np.float32).reshape(2, 3)
+    scalar = 1.5
+    got = spec.fn(as_tensor(a), scalar)
+    _compare(spec, got, _call(spec, a, np.float32(scalar)), "float32")
+
+
+@pytest.mark.parametrize("spec", REDUCE, ids=_ids(REDUCE))
+@given(data=hs.data())
+def test_reduce_forward(spec, data):
+    dtype = data.draw(hs.sampled_from(spec.dtypes))
+    shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=5))
+    x = data.draw(_values(dtype, spec.domain, shape))
+    nd = x.ndim
+    dim = data.draw(hs.one_of(
+        hs.none(),
+        hs.integers(-nd, nd - 1) if nd else hs.none(),
+        hs.lists(hs.integers(0, nd - 1), min_size=1, max_size=nd, unique=True).map(tuple)
+        if nd else hs.none(),
+    ))
+    keepdim = data.draw(hs.booleans())
+    got = spec.fn(as_tensor(x), dim=dim, keepdim=keepdim)
+    want = _call(spec, x, dim=dim, keepdim=keepdim)
+    assert got.shape == np.shape(want), (spec.name, x.shape, dim, keepdim)
+    _compare(spec, got, want, dtype)
+
+
+def _sample_tensors(args, requires_grad=False, dtype=None):
+    out = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            arr = a.astype(dtype) if (dtype is not None and a.dtype.kind == "f") else a
+            out.append(as_tensor(arr, requires_grad=requires_grad and arr.dtype.kind == "f"))
+        else:
+            out.append(a)
+    return out
+
+
+@pytest.mark.parametrize("spec", CUSTOM, ids=_ids(CUSTOM))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_custom_forward(spec, dtype):
+    for args, kwargs in spec.samples():
+        got = spec.fn(*_sample_tensors(args, dtype=dtype), **kwargs)
+        np_args = [a.astype(dtype) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
+                   for a in args]
+        want = _call(spec, *np_args, **kwargs)
+        if isinstance(want, tuple):
+            for g, w in zip(got, want):
+                _compare(spec, g, w, dtype)
+        else:
+            _compare(spec, got, want, dtype)
+
+
+# ---- gradients ----------------------------------------------------------------------------------
+
+
+def _grad_inputs(spec):
+    """Small float64 argument sets for finite differences."""
+    rng = np.random.default_rng(zlib.crc32(spec.name.encode()))
+    lo, hi = spec.grad_domain or spec.domain
+    lo, hi = max(lo, -3.0), min(hi, 3.0)
+
+    def vals(shape, dom=(lo, hi)):
+        return rng.uniform(dom[0], dom[1], size=shape)
+
+    if spec.kind == "unary":
+        return [((vals((2, 3)),), {}), ((vals(()),), {})]
+    if spec.kind == "binary":
+        b_dom = getattr(spec, "b_domain", None) or (lo, hi)
+        return [((vals((2, 3)), vals((3,), b_dom)), {}), ((vals((2, 1)), vals((1, 3), b_dom)), {})]
+    if spec.kind == "reduce":
+        return [((vals((2, 3, 2)),), {"dim": 1}), ((vals((3, 2)),), {"dim": None}),
+                ((vals((2, 3, 2)),), {"dim": (0, 2), "keepdim": True})]
+    return spec.samples()
+
+
+DIFF = [s for s in SPECS if s.differentiable and not s.name.startswith("_")
+        and "float64" in s.dtypes and (s.kind != "custom" or s.samples())]
+TWICE = [s for s in DIFF if s.twice_differentiable]
+
+
+@pytest.mark.parametrize("spec", DIFF, ids=_ids(DIFF))
+def test_gradcheck(spec):
+    for args, kwargs in _grad_inputs(spec):
+        tensors = _sample_tensors(args, requires_grad=True, dtype=np.float64)
+        assert st.autograd.gradcheck(lambda *ts: spec.fn(*ts, **kwargs), tensors, atol=1e-5,
+                                     rtol=1e-3)
+
+
+@pytest.mark.parametrize("spec", TWICE, ids=_ids(TWICE))
+def test_gradgradcheck(spec):
+    args, kwargs = _grad_inputs(spec)[0]
+    tensors = _sample_tensors(args, requires_grad=True, dtype=np.float64)
+    assert st.autograd.gradgradcheck(lambda *ts: spec.fn(*ts, **kwargs), tensors, atol=1e-4,
+                                     rtol=1e-3)
+
+
+# ---- the registry itself --------------------------------------------------------------------------
+
+
+def test_every_op_is_tested_and_documented():
+    for spec in SPECS:
+        assert spec.name and hasattr(spec, "fn"), spec
+        if spec.name.startswith("_"):
+            continue
+        assert spec.fn.__doc__, f"{spec.name} has no docstring"
+        assert spec.kind in ("unary", "binary", "reduce") or spec.samples() or spec.name in (
+            "to_device",), f"{spec.name} has neither a kind nor samples(): the tests cannot reach it"
+
+
+def test_device_switch():
+    assert st.tensor([1.0]).device == st.device(DEVICE)
