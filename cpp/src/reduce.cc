@@ -23,15 +23,27 @@ struct ProdOp {
   template <class T>
   static T step(T a, T b) { return a * b; }
 };
+// floats start from -inf/+inf (not lowest()/max()) so a line of infinities reduces to itself
+template <class T>
+T lowest_value() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+  return std::numeric_limits<T>::lowest();
+}
+template <class T>
+T highest_value() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+  return std::numeric_limits<T>::max();
+}
+
 struct MaxOp {
   template <class T>
-  static T init() { return std::numeric_limits<T>::lowest(); }
+  static T init() { return lowest_value<T>(); }
   template <class T>
   static T step(T a, T b) { return is_nan(a) ? a : (is_nan(b) || b > a ? b : a); }
 };
 struct MinOp {
   template <class T>
-  static T init() { return std::numeric_limits<T>::max(); }
+  static T init() { return highest_value<T>(); }
   template <class T>
   static T step(T a, T b) { return is_nan(a) ? a : (is_nan(b) || b < a ? b : a); }
 };
@@ -141,20 +153,21 @@ void arg_reduce(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner)
   });
 }
 
-// Apply fn(column pointer, stride) to each of the outer*inner lines along the middle axis.
+// Apply fn(line offset, stride, line index) to each of the outer*inner lines along the middle
+// axis; the line index o * inner + i is where a reduction of that line is stored.
 template <class F>
 void for_each_line(int64_t outer, int64_t n, int64_t inner, F&& fn) {
-  parallel_for(outer * inner, n, [&](int64_t b, int64_t e) {
+  parallel_for(outer * inner, n > 0 ? n : 1, [&](int64_t b, int64_t e) {
     for (int64_t j = b; j < e; ++j) {
       int64_t o = j / inner, i = j % inner;
-      fn(o * n * inner + i, inner);
+      fn(o * n * inner + i, inner, j);
     }
   });
 }
 
 template <class T, bool kLog>
 void softmax(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
-  for_each_line(outer, n, inner, [&](int64_t off, int64_t s) {
+  for_each_line(outer, n, inner, [&](int64_t off, int64_t s, int64_t) {
     const T* p = x + off;
     T* q = y + off;
     T m = -std::numeric_limits<T>::infinity();
@@ -193,11 +206,10 @@ void softmax(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
 
 template <class T>
 void logsumexp(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
-  for_each_line(outer, n, inner, [&](int64_t off, int64_t s) {
+  for_each_line(outer, n, inner, [&](int64_t off, int64_t s, int64_t j) {
     const T* p = x + off;
     T m = -std::numeric_limits<T>::infinity();
     for (int64_t k = 0; k < n; ++k) m = MaxOp::step(m, p[k * s]);
-    int64_t j = off / (n * inner) * inner + off % inner;
     if (std::isinf(m) || is_nan(m)) {  // +inf, -inf (all -inf or empty) and NaN pass through
       y[j] = m;
       return;
@@ -210,7 +222,7 @@ void logsumexp(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
 
 template <class T>
 void variance(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, double correction) {
-  for_each_line(outer, n, inner, [&](int64_t off, int64_t s) {
+  for_each_line(outer, n, inner, [&](int64_t off, int64_t s, int64_t j) {
     const T* p = x + off;
     double mean = 0;
     for (int64_t k = 0; k < n; ++k) mean += double(p[k * s]);
@@ -221,14 +233,13 @@ void variance(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, double 
       ss += d * d;
     }
     double dof = double(n) - correction;
-    int64_t j = off / (n * inner) * inner + off % inner;
     y[j] = T(dof > 0 ? ss / dof : (ss / 0.0));  // no degrees of freedom: inf or NaN, as numpy
   });
 }
 
 template <class T, bool kProd>
 void scan(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
-  for_each_line(outer, n, inner, [&](int64_t off, int64_t s) {
+  for_each_line(outer, n, inner, [&](int64_t off, int64_t s, int64_t) {
     const T* p = x + off;
     T* q = y + off;
     T a = kProd ? T(1) : T(0);

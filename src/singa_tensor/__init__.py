@@ -15,9 +15,29 @@ from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backend.device import Device
 from .backend.device import Device as device
 from .creation import (
-    arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, normal,
-    ones, ones_like, rand, rand_like, randint, randn, randn_like, randperm, scalar_tensor,
-    tensor, uniform, zeros, zeros_like,
+    arange,
+    as_tensor,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    normal,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randn,
+    randn_like,
+    randperm,
+    scalar_tensor,
+    tensor,
+    uniform,
+    zeros,
+    zeros_like,
 )
 from .dtype import DType, bfloat16, float16, float32, float64, int32, int64
 from .dtype import bool_ as bool  # noqa: A001  (PyTorch's name for the dtype)

@@ -10,11 +10,12 @@ records a graph of the backward itself: higher-order gradients come free.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from typing import Callable, Sequence
 
 import numpy as np
+
+from .tensor import Tensor
 
 # ---- grad mode ---------------------------------------------------------------------------------
 
@@ -25,7 +26,23 @@ def is_grad_enabled() -> bool:
     return _grad_enabled
 
 
-class set_grad_enabled(contextlib.ContextDecorator):
+class _GradMode:
+    """Base of the grad-mode contexts. As a decorator, every call enters a fresh context
+    object, so nested and recursive calls each restore the mode they found."""
+
+    def _fresh(self):
+        return type(self)()
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            with self._fresh():
+                return fn(*args, **kwargs)
+
+        return run
+
+
+class set_grad_enabled(_GradMode):
     """Turn gradient recording on or off, as a context manager, decorator or plain call.
 
     Example:
@@ -42,6 +59,15 @@ class set_grad_enabled(contextlib.ContextDecorator):
         self.mode = bool(mode)
         _grad_enabled = self.mode
 
+    def __call__(self, fn):
+        # as a decorator the mode applies while fn runs, not from the moment of decoration
+        global _grad_enabled
+        _grad_enabled = self.prev
+        return super().__call__(fn)
+
+    def _fresh(self):
+        return type(self)(self.mode)
+
     def __enter__(self):
         global _grad_enabled
         _grad_enabled = self.mode
@@ -53,7 +79,7 @@ class set_grad_enabled(contextlib.ContextDecorator):
         return False
 
 
-class no_grad(contextlib.ContextDecorator):
+class no_grad(_GradMode):
     """Context manager and decorator that disables gradient recording.
 
     Example:
@@ -77,7 +103,7 @@ class no_grad(contextlib.ContextDecorator):
         return False
 
 
-class enable_grad(contextlib.ContextDecorator):
+class enable_grad(_GradMode):
     """Context manager and decorator that enables gradient recording inside `no_grad`.
 
     Example:
@@ -240,23 +266,36 @@ def record(spec, ctx: Node, inputs: Sequence, outputs):
     spec has `name`, `backward(ctx, *grads)` and optionally `differentiable`. inputs are the
     forward's positional arguments (non-tensors are skipped).
     """
-    outs = outputs if outputs.__class__ is tuple else (outputs,)
     ctx.spec = spec
     ctx.name = spec.name
     nexts = []
     needs = []
     for t in inputs:
-        if getattr(t, "requires_grad", False):
-            nexts.append(_edge(t))
+        if t.__class__ is Tensor and t.requires_grad:
+            node = t._node
+            if node is not None:
+                nexts.append((node, t._out))
+            else:
+                acc = t._accum
+                if acc is None:
+                    acc = t._accum = AccumulateGrad(t)
+                nexts.append((acc, 0))
             needs.append(True)
         else:
             nexts.append(None)
             needs.append(False)
     ctx.next = tuple(nexts)
     ctx.needs_input_grad = tuple(needs)
-    n = len(outs)
-    if n != 1:
-        ctx.n_outputs = n
+    if outputs.__class__ is Tensor:  # the common single-output case
+        ctx._outputs_meta = ((outputs._shape, outputs.dtype, outputs._device),)
+        if outputs.dtype.is_floating_point and not outputs._non_diff:
+            outputs.requires_grad = True
+            outputs._node = ctx
+        if ctx._saved:
+            ctx._pack_saved((outputs,))
+        return outputs
+    outs = outputs
+    ctx.n_outputs = len(outs)
     ctx._outputs_meta = tuple([(o._shape, o.dtype, o._device) for o in outs])
     for i, o in enumerate(outs):
         if o.dtype.is_floating_point and not o._non_diff:
@@ -281,8 +320,6 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, capture=None
     capture: None to accumulate into leaves' .grad, or a dict {edge: None} whose values are
     filled with the gradient arriving at each requested edge (used by `grad`).
     """
-    from .tensor import Tensor  # noqa: F401  (import cycle: tensors are built by ops)
-
     # dependency counts over the reachable graph
     deps: dict[Node, int] = {}
     stack = []
@@ -309,10 +346,14 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, capture=None
         slot = grads.setdefault(node, [None] * node.n_outputs)
         _accumulate(slot, idx, g)
     ready = [n for n in grads if deps[n] == 0]
+    # leaves whose gradient is complete go first, so post-accumulate hooks fire as early as
+    # possible (distributed training overlaps its all-reduce with the rest of backward)
+    ready_leaves = [n for n in ready if n.__class__ is AccumulateGrad]
+    ready = [n for n in ready if n.__class__ is not AccumulateGrad]
     prev = set_grad_enabled(create_graph)
     try:
-        while ready:
-            node = ready.pop()
+        while ready or ready_leaves:
+            node = ready_leaves.pop() if ready_leaves else ready.pop()
             slot = grads.pop(node, None)
             if slot is None:
                 slot = [None] * node.n_outputs
@@ -353,7 +394,7 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, capture=None
                 nxt = e[0]
                 deps[nxt] -= 1
                 if deps[nxt] == 0:
-                    ready.append(nxt)
+                    (ready_leaves if nxt.__class__ is AccumulateGrad else ready).append(nxt)
     finally:
         set_grad_enabled(prev.prev)
 
@@ -405,7 +446,6 @@ def _accumulate_leaf(leaf, g, create_graph: bool) -> None:
 
 def _root_grads(tensors, grad_tensors, op: str):
     from . import creation
-    from .tensor import Tensor
 
     out = []
     for t, g in zip(tensors, grad_tensors):
@@ -446,7 +486,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         >>> x.grad.tolist()
         [2.0, 4.0]
     """
-    from .tensor import Tensor
 
     if isinstance(tensors, Tensor):
         tensors = (tensors,)
@@ -480,7 +519,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         >>> g.item(), st.autograd.grad(g, x)[0].item()
         (27.0, 18.0)
     """
-    from .tensor import Tensor
 
     if isinstance(outputs, Tensor):
         outputs = (outputs,)
@@ -507,7 +545,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     capture = {e: None for e in edges}
     _run(outputs, roots, retain_graph, create_graph, capture)
     result = []
-    for t, e in zip(inputs, edges):
+    for e in edges:
         g = capture[e]
         if g is None and not allow_unused:
             raise RuntimeError(
@@ -558,7 +596,6 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        from .tensor import Tensor
 
         ctx = FunctionCtx()
         tensor_args = [a for a in args if isinstance(a, Tensor)]
@@ -615,7 +652,6 @@ def once_differentiable(fn):
 
 
 def _numerical_jacobian(fn, inputs, eps):
-    from .tensor import Tensor
 
     def flat_out():
         out = fn(*inputs)  # grad mode stays on: fn may itself differentiate (gradgradcheck)
@@ -649,7 +685,6 @@ def _numerical_jacobian(fn, inputs, eps):
 
 def _analytical_jacobian(fn, inputs, create_graph=False):
     from . import creation
-    from .tensor import Tensor
 
     out = fn(*inputs)
     outs = [o for o in (out if isinstance(out, tuple) else (out,)) if isinstance(o, Tensor)]
@@ -683,7 +718,6 @@ def gradcheck(fn: Callable, inputs: Sequence, eps: float = 1e-6, atol: float = 1
         >>> st.autograd.gradcheck(lambda t: (t * t).sum(), (x,))
         True
     """
-    from .tensor import Tensor
 
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     for t in inputs:
@@ -719,11 +753,11 @@ def gradgradcheck(fn: Callable, inputs: Sequence, grad_outputs=None, eps: float 
         True
     """
     from . import creation
-    from .tensor import Tensor
 
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     out = fn(*inputs)
-    outs = [o for o in (out if isinstance(out, tuple) else (out,)) if isinstance(o, Tensor)]
+    outs = [o for o in (out if isinstance(out, tuple) else (out,))
+            if isinstance(o, Tensor) and o.requires_grad]
     if grad_outputs is None:
         rng = np.random.default_rng(0)
         grad_outputs = [
@@ -736,7 +770,8 @@ def gradgradcheck(fn: Callable, inputs: Sequence, grad_outputs=None, eps: float 
     def first_grad(*args):
         ins, gos = args[:n_in], args[n_in:]
         o = fn(*ins)
-        o = [x for x in (o if isinstance(o, tuple) else (o,)) if isinstance(x, Tensor)]
+        o = [x for x in (o if isinstance(o, tuple) else (o,))
+             if isinstance(x, Tensor) and x.requires_grad]
         d = [t for t in ins if isinstance(t, Tensor) and t.requires_grad]
         gs = grad(o, d, list(gos), create_graph=True, allow_unused=True)
         return tuple(g if g is not None else creation.zeros_like(t) for g, t in zip(gs, d))

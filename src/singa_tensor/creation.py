@@ -318,7 +318,7 @@ def linspace(start, end, steps: int, dtype=None, device=None,
     work = _dt.float64
     t = _range_fill(steps, float(start), float(step), work, device)
     if steps > 1:  # make the last value exact
-        t[steps - 1] = float(end)
+        _fill(t._view((1,), (1,), steps - 1), float(end))
     from .ops.layout import cast
 
     return _finish(cast(t, d) if d is not work else t, requires_grad, "linspace")
@@ -423,6 +423,8 @@ def randint(low, high=None, size=None, generator=None, dtype=None, device=None) 
         >>> x.dtype, 0 <= x.min().item() and x.max().item() < 10
         (singa_tensor.int64, True)
     """
+    if size is None and isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high  # randint(high, size)
     if high is None:
         low, high = 0, low
     if size is None:

@@ -15,7 +15,6 @@ from . import backend as _backend
 from . import dtype as _dt
 from .backend.device import Device
 
-
 _STRIDES: dict = {}
 
 

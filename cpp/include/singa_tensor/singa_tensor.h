@@ -190,6 +190,17 @@ ST_FLOAT_TYPES(ST_DECL_RANDOM, _)
 void st_randint_i64(int64_t* y, int64_t n, uint64_t seed, uint64_t offset, int64_t low,
                     int64_t high);
 
+/* memory: a caching allocator. Freed blocks are kept by size class and reused, so a
+ * steady-state training loop stops asking the OS for pages (fresh pages cost a page fault
+ * each); large blocks are 2 MiB aligned and advised to use huge pages. */
+#define ST_DECL_ALLOC(sfx, T, _) T* st_alloc_##sfx(int64_t n);
+ST_CAST_TYPES(ST_DECL_ALLOC, _)
+void st_free(void* p);
+int64_t st_cached_bytes(void);
+int64_t st_allocated_bytes(void);
+void st_empty_cache(void);
+void st_set_cache_limit(int64_t bytes);
+
 /* library facts */
 int32_t st_num_threads(void);
 void st_set_num_threads(int32_t n);

@@ -46,29 +46,63 @@ _CTYPE = {
 _WIDTH = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}
 
 
+_SUFFIX = {"bool": "u8", "int32": "i32", "int64": "i64", "float16": "f16", "bfloat16": "bf16",
+           "float32": "f32", "float64": "f64"}
+_ALLOC = {name: getattr(lib, f"st_alloc_{sfx}") for name, sfx in _SUFFIX.items()}
+_gc = ffi.gc
+_free = lib.st_free
+
+
 class Storage:
     """A flat, contiguous buffer of one dtype. Views share it; `version` counts in-place writes
-    so that autograd can tell when a tensor saved for backward has been modified."""
+    so that autograd can tell when a tensor saved for backward has been modified.
 
-    __slots__ = ("array", "ptr", "version", "__weakref__")
+    Buffers come from the library's caching allocator (returned to it when the last reference
+    goes), or wrap a numpy array's memory (`from_numpy`)."""
 
-    def __init__(self, array: np.ndarray, dtype_name: str):
-        self.array = array
-        self.ptr = ffi.from_buffer(_CTYPE[dtype_name] + "[]", array, require_writable=True)
+    __slots__ = ("ptr", "nbytes", "_array", "_np", "version", "__weakref__")
+
+    def __init__(self, ptr, nbytes: int, np_dtype, array=None):
+        self.ptr = ptr
+        self.nbytes = nbytes
+        self._np = np_dtype
+        self._array = array
         self.version = 0
 
     @property
-    def nbytes(self) -> int:
-        return self.array.nbytes
+    def array(self) -> np.ndarray:
+        """The whole buffer as a 1-d numpy array (no copy)."""
+        a = self._array
+        if a is None:
+            n = self.nbytes // self._np.itemsize
+            a = np.frombuffer(ffi.buffer(self.ptr, self.nbytes), dtype=self._np, count=n)
+            self._array = a
+        return a
 
 
 def empty(numel: int, dtype) -> Storage:
-    return Storage(np.empty(numel, dtype=dtype.storage), dtype.name)
+    p = _ALLOC[dtype.name](numel)
+    if p == ffi.NULL:
+        raise MemoryError(f"cpu: out of memory allocating {numel * dtype.itemsize} bytes")
+    return Storage(_gc(p, _free), numel * dtype.itemsize, dtype.storage)
 
 
 def from_numpy(array: np.ndarray, dtype) -> Storage:
     """Wrap a contiguous 1-d numpy array of dtype.storage without copying."""
-    return Storage(array, dtype.name)
+    ptr = ffi.from_buffer(_CTYPE[dtype.name] + "[]", array, require_writable=True)
+    return Storage(ptr, array.nbytes, dtype.storage, array)
+
+
+def cached_bytes() -> int:
+    return lib.st_cached_bytes()
+
+
+def allocated_bytes() -> int:
+    return lib.st_allocated_bytes()
+
+
+def empty_cache() -> None:
+    lib.st_empty_cache()
 
 
 def view_numpy(storage: Storage, dtype, shape, strides, offset) -> np.ndarray:

@@ -55,9 +55,16 @@ class Device:
 CPU = Device("cpu")
 
 
+_interned: dict = {}
+
+
 def as_device(d) -> Device:
+    """The canonical Device object for d, so that device checks can compare by identity."""
     if d is None:
         return CPU
-    if isinstance(d, Device):
-        return d
-    return Device(d)
+    key = (d.type, d.index) if isinstance(d, Device) else d
+    dev = _interned.get(key)
+    if dev is None:
+        dev = CPU if Device(d) == CPU else Device(d)
+        _interned[key] = dev
+    return dev

@@ -17,7 +17,7 @@ def _load_optional_families() -> None:
     """Families that live in their own modules are imported if present."""
     import importlib
 
-    for name in ("shape", "index", "linalg", "reduce_ext"):
+    for name in ("shape", "padding", "index", "subscript", "linalg", "reduce_ext"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -72,6 +72,9 @@ def _invert(self):
 
 
 Tensor.__invert__ = _invert
+_matmul = _public("matmul")
+Tensor.__matmul__ = _matmul
+Tensor.__rmatmul__ = _r(_matmul)
 
 _METHODS = [
     "abs", "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "log1p", "expm1", "sqrt",
@@ -88,7 +91,8 @@ _EXTRA_METHODS = [
     "flatten", "squeeze", "unsqueeze", "repeat", "split", "chunk", "unbind", "gather", "scatter",
     "scatter_add", "index_select", "flip", "tril", "triu", "narrow", "expand_as", "view_as",
     "reshape_as", "index_add", "nonzero", "matmul", "mm", "bmm", "outer", "dot", "swapaxes",
-    "movedim", "type_as", "roll", "masked_select",
+    "movedim", "type_as", "roll", "masked_select", "mv", "addmm", "select", "tile", "moveaxis",
+    "swapdims",
 ]
 for _m in _METHODS + _EXTRA_METHODS:
     _f = _public(_m)

@@ -57,8 +57,11 @@ def _unary_input(op: str, x, int_ok: bool):
 
 
 def _unary(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=False, attrs=(),
-           differentiable=True, twice=True, grad_domain=None, doc=""):
-    """Define and register a unary op running kernel st_<name>_<dtype>(x, y, n, a, b)."""
+           differentiable=True, twice=True, grad_domain=None, saves="xy", doc=""):
+    """Define and register a unary op running kernel st_<name>_<dtype>(x, y, n, a, b).
+
+    saves: which of the input "x" and output "y" the backward reads; saving only those lets
+    users modify the other in place (y = x.sin(); y.add_(1) is fine, as in PyTorch)."""
     attr_names = tuple(a for a, _ in attrs)
     defaults = tuple(d for _, d in attrs)
 
@@ -78,7 +81,7 @@ def _unary(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=False,
     def forward(ctx, x, a=0.0, b=0.0):
         y = _run_unary(x, name, a, b)
         ctx.a, ctx.b = a, b
-        ctx.save_for_backward(x, y)
+        ctx.save_for_backward(x if "x" in saves else None, y if "y" in saves else None)
         return y
 
     Spec.forward = staticmethod(forward)
@@ -103,7 +106,7 @@ def _unary(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=False,
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc or (
         f"Elementwise {name}.\n\n    Example:\n        >>> import singa_tensor as st\n"
-        f"        >>> st.{name}(st.tensor([0.5])).shape\n        (1,)\n"
+        f"        >>> st.op_registry[{name!r}].fn(st.tensor([0.5])).shape\n        (1,)\n"
     )
     Spec.fn = staticmethod(fn)
     register(Spec)
@@ -125,25 +128,28 @@ def _mask(x):  # 1 where x > 0 else 0, in x's dtype; not differentiable
     return relu_mask(x)
 
 
-neg = _unary("neg", "Neg", lambda c, g, x, y: -g, np.negative, int_ok=True)
+neg = _unary("neg", "Neg", lambda c, g, x, y: -g, np.negative, int_ok=True, saves="")
 abs = _unary("abs", "Abs", lambda c, g, x, y: g * sign(x), np.abs, int_ok=True,
-             grad_domain=(0.1, 3.0))
-sign = _unary("sign", "Sign", lambda c, g, x, y: g * 0.0, np.sign, int_ok=True)
-exp = _unary("exp", "Exp", lambda c, g, x, y: g * y, np.exp, domain=(-10.0, 10.0))
-log = _unary("log", "Log", lambda c, g, x, y: g / x, np.log, domain=(0.01, 10.0))
-log1p = _unary("log1p", None, lambda c, g, x, y: g / (x + 1.0), np.log1p, domain=(-0.9, 10.0))
-expm1 = _unary("expm1", None, lambda c, g, x, y: g * (y + 1.0), np.expm1)
-sqrt = _unary("sqrt", "Sqrt", lambda c, g, x, y: g / (y * 2.0), np.sqrt, domain=(0.01, 10.0))
+             grad_domain=(0.1, 3.0), saves="x")
+sign = _unary("sign", "Sign", lambda c, g, x, y: g * 0.0, np.sign, int_ok=True, saves="")
+exp = _unary("exp", "Exp", lambda c, g, x, y: g * y, np.exp, domain=(-10.0, 10.0), saves="y")
+log = _unary("log", "Log", lambda c, g, x, y: g / x, np.log, domain=(0.01, 10.0), saves="x")
+log1p = _unary("log1p", None, lambda c, g, x, y: g / (x + 1.0), np.log1p, domain=(-0.9, 10.0),
+               saves="x")
+expm1 = _unary("expm1", None, lambda c, g, x, y: g * (y + 1.0), np.expm1, saves="y")
+sqrt = _unary("sqrt", "Sqrt", lambda c, g, x, y: g / (y * 2.0), np.sqrt, domain=(0.01, 10.0),
+              saves="y")
 rsqrt = _unary("rsqrt", None, lambda c, g, x, y: g * (y * y * y) * -0.5,
-               lambda x: 1.0 / np.sqrt(x), domain=(0.1, 10.0))
-sin = _unary("sin", "Sin", lambda c, g, x, y: g * cos(x), np.sin)
-cos = _unary("cos", "Cos", lambda c, g, x, y: g * -sin(x), np.cos)
-tan = _unary("tan", "Tan", lambda c, g, x, y: g * (y * y + 1.0), np.tan, domain=(-1.2, 1.2))
-tanh = _unary("tanh", "Tanh", lambda c, g, x, y: g * (1.0 - y * y), np.tanh)
+               lambda x: 1.0 / np.sqrt(x), domain=(0.1, 10.0), saves="y")
+sin = _unary("sin", "Sin", lambda c, g, x, y: g * cos(x), np.sin, saves="x")
+cos = _unary("cos", "Cos", lambda c, g, x, y: g * -sin(x), np.cos, saves="x")
+tan = _unary("tan", "Tan", lambda c, g, x, y: g * (y * y + 1.0), np.tan, domain=(-1.2, 1.2),
+             saves="y")
+tanh = _unary("tanh", "Tanh", lambda c, g, x, y: g * (1.0 - y * y), np.tanh, saves="y")
 sigmoid = _unary("sigmoid", "Sigmoid", lambda c, g, x, y: g * (y * (1.0 - y)),
-                 lambda x: 1.0 / (1.0 + np.exp(-x)), domain=(-10.0, 10.0))
+                 lambda x: 1.0 / (1.0 + np.exp(-x)), domain=(-10.0, 10.0), saves="y")
 relu = _unary("relu", "Relu", lambda c, g, x, y: g * _mask(x), lambda x: np.maximum(x, 0),
-              int_ok=True, grad_domain=(0.1, 3.0))
+              int_ok=True, grad_domain=(0.1, 3.0), saves="x")
 relu_mask = _unary("relu_mask", None, None, lambda x: (x > 0).astype(x.dtype),
                    differentiable=False)
 leaky_relu = _unary(
@@ -191,8 +197,8 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
 
     Example:
         >>> import singa_tensor as st
-        >>> round(st.gelu(st.tensor([1.0])).item(), 4)
-        0.8413
+        >>> f"{st.gelu(st.tensor([1.0])).item():.4f}"
+        '0.8413'
     """
     if approximate == "none":
         return gelu_exact(x)
@@ -222,13 +228,13 @@ softplus = _unary(
     attrs=(("beta", 1.0), ("threshold", 20.0)), domain=(-10.0, 10.0),
 )
 erf = _unary("erf", "Erf", lambda c, g, x, y: g * exp(x * x * -1.0) * (2.0 / math.sqrt(math.pi)),
-             _erf_np)
-floor = _unary("floor", "Floor", lambda c, g, x, y: g * 0.0, np.floor, domain=(-5.0, 5.0))
-ceil = _unary("ceil", "Ceil", lambda c, g, x, y: g * 0.0, np.ceil, domain=(-5.0, 5.0))
-round = _unary("round", "Round", lambda c, g, x, y: g * 0.0, np.round, domain=(-5.0, 5.0))
+             _erf_np, saves="x")
+floor = _unary("floor", "Floor", lambda c, g, x, y: g * 0.0, np.floor, domain=(-5.0, 5.0), saves="")
+ceil = _unary("ceil", "Ceil", lambda c, g, x, y: g * 0.0, np.ceil, domain=(-5.0, 5.0), saves="")
+round = _unary("round", "Round", lambda c, g, x, y: g * 0.0, np.round, domain=(-5.0, 5.0), saves="")
 reciprocal = _unary("reciprocal", "Reciprocal", lambda c, g, x, y: g * (y * y) * -1.0,
-                    lambda x: 1.0 / x, domain=(0.2, 5.0))
-square = _unary("square", None, lambda c, g, x, y: g * x * 2.0, np.square, int_ok=True)
+                    lambda x: 1.0 / x, domain=(0.2, 5.0), saves="y")
+square = _unary("square", None, lambda c, g, x, y: g * x * 2.0, np.square, int_ok=True, saves="x")
 _pow_scalar = _unary(
     "pow_scalar", None, lambda c, g, x, y: g * pow(x, c.a - 1.0) * c.a,
     lambda x, exponent=2.0: np.power(x, exponent).astype(x.dtype),
@@ -327,7 +333,7 @@ def _operands(op: str, a, b, float_only: bool = False):
     """Turn (a, b), tensors or Python scalars, into two tensors of one promoted dtype."""
     ta, tb = a.__class__ is Tensor, b.__class__ is Tensor
     if ta and tb:
-        if a._device != b._device:
+        if a._device is not b._device and a._device != b._device:
             check_same_device(op, a, b)
         d = a.dtype if a.dtype is b.dtype else _dt.promote(a.dtype, b.dtype)
         # a 0-d tensor of another kind behaves like a scalar in promotion (PyTorch rule)
@@ -371,12 +377,12 @@ def _bad_operand(op, v):
 def _run_binary(a: Tensor, b: Tensor, op: str, out_dtype=None) -> Tensor:
     sa, sb = a._shape, b._shape
     if sa == sb and a._contig and b._contig:
-        shape = sa
-        n = a.numel()
-        dims = (n,)
-        out = Tensor._empty(shape, out_dtype or a.dtype, a._device, a._be)
+        out = Tensor._empty(sa, out_dtype or a.dtype, a._device, a._be)
         one = int64s(a, (1,))
-        kernel(a, op)(ptr(a), ptr(b), ptr(out), 1, int64s(a, dims), one, one)
+        pa = a._storage.ptr + a._offset if a._offset else a._storage.ptr
+        pb = b._storage.ptr + b._offset if b._offset else b._storage.ptr
+        kernel(a, op)(pa, pb, out._storage.ptr, 1, int64s(a, (out._storage.nbytes //
+                                                              out.dtype.itemsize,)), one, one)
         return out
     shape = sa if sa == sb else broadcast_shapes(sa, sb, op=op)
     out = Tensor._empty(shape, out_dtype or a.dtype, a._device, a._be)

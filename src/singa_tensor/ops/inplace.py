@@ -84,6 +84,14 @@ def write_result(x: Tensor, result: Tensor, op: str) -> Tensor:
     return x
 
 
+def _tracked_input(x: Tensor) -> Tensor:
+    """The value of x that a recorded op may save: a copy, because x is about to be
+    overwritten and a saved x would then fail the version check in backward."""
+    from .layout import clone
+
+    return clone(x)
+
+
 def inplace_binary(x: Tensor, other, fn, op: str) -> Tensor:
     check_inplace(x, op)
     if (not _ag._grad_enabled or not (x.requires_grad or getattr(other, "requires_grad", False))):
@@ -101,7 +109,8 @@ def inplace_binary(x: Tensor, other, fn, op: str) -> Tensor:
         with _ag.no_grad():
             r = fn(x, other)
         return write_result(x, r, op)
-    return write_result(x, fn(x, other), op)
+    xs = _tracked_input(x)
+    return write_result(x, fn(xs, xs if other is x else other), op)
 
 
 _DIRECT_BINARY = {"add", "sub", "mul", "div", "maximum", "minimum"}
@@ -113,7 +122,7 @@ def inplace_unary(x: Tensor, fn, op: str, *args, **kwargs) -> Tensor:
         with _ag.no_grad():
             r = fn(x, *args, **kwargs)
         return write_result(x, r, op)
-    return write_result(x, fn(x, *args, **kwargs), op)
+    return write_result(x, fn(_tracked_input(x), *args, **kwargs), op)
 
 
 def fill_(x: Tensor, value) -> Tensor:

@@ -139,7 +139,7 @@ def clone(x: Tensor) -> Tensor:
 
     Example:
         >>> import singa_tensor as st
-        >>> a = st.ones(2); b = a.clone(); b.add_(1); a.tolist()
+        >>> a = st.ones(2); b = a.clone(); _ = b.add_(1); a.tolist()
         [1.0, 1.0]
     """
     return apply(Clone, expect_tensor("clone", x))

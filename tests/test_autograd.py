@@ -1,0 +1,620 @@
+"""The autograd engine: backward/grad, grad modes, hooks, custom Functions, numerical checks and
+in-place version counters. Expected values come from numpy or closed-form derivatives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import singa_tensor as st
+from singa_tensor.autograd import GradcheckError
+
+
+def f64(*vals, requires_grad=True):
+    return st.tensor(np.array(vals, dtype=np.float64), requires_grad=requires_grad)
+
+
+# ---- backward basics -----------------------------------------------------------------------------
+
+
+def test_gradients_accumulate_across_backward_calls():
+    x = f64(1.0, -2.0, 3.0)
+    (x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, -4.0, 6.0])
+    (x * x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0 + 3.0, -4.0 + 12.0, 6.0 + 27.0])
+
+
+def test_second_backward_without_retain_graph_raises():
+    x = f64(0.5, 1.5)
+    y = x.exp().sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward()
+
+
+def test_retain_graph_allows_second_backward():
+    x = f64(0.5, 1.5)
+    y = x.exp().sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp([0.5, 1.5]))
+
+
+def test_backward_on_non_scalar_needs_gradient():
+    x = f64(1.0, 2.0)
+    with pytest.raises(RuntimeError, match="implicitly created only for scalar"):
+        (x * 2).backward()
+
+
+def test_backward_with_explicit_gradient():
+    x = f64(1.0, 2.0, 3.0)
+    (x * x).backward(st.tensor([1.0, 0.5, -1.0], dtype=st.float64))
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0, -6.0])
+
+
+def test_backward_gradient_of_wrong_shape_raises():
+    x = f64(1.0, 2.0, 3.0)
+    with pytest.raises(RuntimeError, match=r"gradient has shape \(2,\).*\(3,\)"):
+        (x * 2).backward(st.ones(2, dtype=st.float64))
+
+
+def test_backward_on_tensor_without_grad_raises():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        st.ones(2).sum().backward()
+
+
+# ---- higher order with autograd.grad -------------------------------------------------------------
+
+
+def test_grad_cube_first_second_third_derivative():
+    xs = np.array([-1.5, 0.5, 2.0])
+    x = st.tensor(xs, requires_grad=True)
+    (d1,) = st.autograd.grad((x ** 3).sum(), x, create_graph=True)
+    (d2,) = st.autograd.grad(d1.sum(), x, create_graph=True)
+    (d3,) = st.autograd.grad(d2.sum(), x)
+    np.testing.assert_allclose(d1.detach().numpy(), 3 * xs ** 2)
+    np.testing.assert_allclose(d2.detach().numpy(), 6 * xs)
+    np.testing.assert_allclose(d3.numpy(), [6.0, 6.0, 6.0])
+    assert x.grad is None  # grad() never touches .grad
+
+
+def test_grad_sin_exp_chain_to_third_order():
+    xs = np.array([-0.7, 0.1, 0.9])
+    u = np.exp(xs)
+    want = [
+        np.cos(u) * u,
+        -np.sin(u) * u ** 2 + np.cos(u) * u,
+        -np.cos(u) * u ** 3 - 3 * np.sin(u) * u ** 2 + np.cos(u) * u,
+    ]
+    x = st.tensor(xs, requires_grad=True)
+    y = x.exp().sin().sum()
+    for k in range(3):
+        (g,) = st.autograd.grad(y, x, create_graph=True)
+        np.testing.assert_allclose(g.detach().numpy(), want[k], rtol=1e-12, atol=1e-12)
+        y = g.sum()
+
+
+def test_grad_allow_unused_and_unused_input_raises():
+    x, z = f64(1.0, 2.0), f64(3.0)
+    y = (x * x).sum()
+    with pytest.raises(RuntimeError, match="not to have been used"):
+        st.autograd.grad(y, [x, z], retain_graph=True)
+    gx, gz = st.autograd.grad(y, [x, z], allow_unused=True)
+    np.testing.assert_allclose(gx.numpy(), [2.0, 4.0])
+    assert gz is None
+
+
+def test_grad_input_not_requiring_grad_raises():
+    x = f64(1.0, 2.0)
+    w = st.ones(2, dtype=st.float64)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        st.autograd.grad((x * w).sum(), w)
+
+
+def test_grad_with_grad_outputs():
+    xs = np.array([[1.0, 2.0], [3.0, 4.0]])
+    x = st.tensor(xs, requires_grad=True)
+    go = np.array([[1.0, -1.0], [0.5, 2.0]])
+    (g,) = st.autograd.grad(x * x, x, st.tensor(go))
+    np.testing.assert_allclose(g.numpy(), 2 * xs * go)
+
+
+# ---- grad modes ----------------------------------------------------------------------------------
+
+
+def test_no_grad_context_and_decorator():
+    x = f64(1.0)
+    with st.no_grad():
+        assert not st.is_grad_enabled()
+        assert not (x * 2).requires_grad
+    assert st.is_grad_enabled()
+
+    @st.no_grad()
+    def double(t):
+        return t * 2
+
+    y = double(x)
+    assert not y.requires_grad and y.grad_fn is None
+    assert st.is_grad_enabled()
+
+
+def test_enable_grad_inside_no_grad():
+    x = f64(1.0)
+    with st.no_grad():
+        with st.enable_grad():
+            assert (x * 2).requires_grad
+        assert not (x * 2).requires_grad
+
+    @st.enable_grad()
+    def double(t):
+        return t * 2
+
+    with st.no_grad():
+        assert double(x).requires_grad
+        assert not st.is_grad_enabled()
+
+
+def test_set_grad_enabled_as_call_and_context():
+    x = f64(1.0)
+    st.set_grad_enabled(False)
+    try:
+        assert not (x * 2).requires_grad
+    finally:
+        st.set_grad_enabled(True)
+    assert (x * 2).requires_grad
+    with st.set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    assert st.is_grad_enabled()
+
+
+def test_set_grad_enabled_as_decorator():
+    x = f64(1.0)
+    try:
+        @st.set_grad_enabled(False)
+        def double(t):
+            return t * 2
+
+        assert st.is_grad_enabled()  # decorating must not change the mode
+        assert not double(x).requires_grad
+        assert st.is_grad_enabled()
+    finally:
+        st.set_grad_enabled(True)
+
+
+def test_no_grad_decorator_is_reentrant():
+    @st.no_grad()
+    def countdown(n):
+        return countdown(n - 1) if n else st.is_grad_enabled()
+
+    try:
+        assert countdown(2) is False
+        assert st.is_grad_enabled()
+    finally:
+        st.set_grad_enabled(True)
+
+
+def test_integer_and_bool_outputs_do_not_require_grad():
+    x = f64(1.5, -2.5)
+    assert not (x > 0).requires_grad
+    assert not x.long().requires_grad
+    assert (x * 1.0).requires_grad
+    with pytest.raises(RuntimeError, match="floating point"):
+        st.tensor([1, 2], requires_grad=True)
+
+
+# ---- broadcasting --------------------------------------------------------------------------------
+
+
+def test_broadcast_gradients_reduce_to_input_shape():
+    an = np.arange(3.0).reshape(3, 1)
+    bn = np.arange(4.0) + 1.0
+    a, b = st.tensor(an, requires_grad=True), st.tensor(bn, requires_grad=True)
+    (a * b).sum().backward()
+    assert a.grad.shape == (3, 1) and b.grad.shape == (4,)
+    np.testing.assert_allclose(a.grad.numpy(), np.full((3, 1), bn.sum()))
+    np.testing.assert_allclose(b.grad.numpy(), np.full(4, an.sum()))
+
+
+def test_scalar_plus_matrix_gradient():
+    s = st.tensor(2.0, dtype=st.float64, requires_grad=True)
+    m = st.tensor(np.ones((2, 3)), requires_grad=True)
+    ((s + m) * (s + m)).sum().backward()
+    assert s.grad.shape == ()
+    np.testing.assert_allclose(s.grad.item(), 6 * 2 * 3.0)
+    np.testing.assert_allclose(m.grad.numpy(), np.full((2, 3), 6.0))
+
+
+# ---- hooks ---------------------------------------------------------------------------------------
+
+
+def test_leaf_hook_modifies_grad_and_can_be_removed():
+    x = f64(1.0, 2.0)
+    seen = []
+
+    def hook(g):
+        seen.append(g.numpy().copy())
+        return g * 10
+
+    h = x.register_hook(hook)
+    (x * 3).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [30.0, 30.0])
+    np.testing.assert_allclose(seen[0], [3.0, 3.0])
+    h.remove()
+    x.grad = None
+    (x * 3).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0])
+    assert len(seen) == 1
+
+
+def test_non_leaf_hook_modifies_grad_flowing_upstream():
+    x = f64(1.0, 2.0)
+    y = x * x
+    h = y.register_hook(lambda g: g + 1.0)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2.0 * np.array([1.0, 2.0]) * 2.0)
+    h.remove()
+    x.grad = None
+    y = x * x
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
+
+
+def test_register_hook_requires_grad():
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        st.ones(2).register_hook(lambda g: g)
+
+
+def test_retain_grad_keeps_non_leaf_grad():
+    x = f64(1.0, 2.0)
+    y = x * x
+    z = y * 3
+    y.retain_grad()
+    z.sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), [3.0, 3.0])
+    assert z.grad is None
+    np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0])
+
+
+def test_post_accumulate_hook_fires_once_with_final_grad():
+    w = f64(1.0, 2.0)
+    calls = []
+    w.register_post_accumulate_grad_hook(lambda p: calls.append(p.grad.numpy().copy()))
+    y = (w * 2).sum() + (w * w).sum() + (w.exp() * 3).sum()
+    y.backward()
+    assert len(calls) == 1
+    np.testing.assert_allclose(calls[0], 2 + 2 * w.detach().numpy() + 3 * np.exp([1.0, 2.0]))
+
+
+def _early_leaf_order(early_first_operand: bool) -> list:
+    a, b = f64(1.0, 2.0), f64(0.3, 0.4)
+    order = []
+    a.register_post_accumulate_grad_hook(lambda p: order.append("a"))
+    b.register_post_accumulate_grad_hook(lambda p: order.append("b"))
+    chain = b.exp().sin().cos()  # a's grad is final right after the mul; b's after the chain
+    chain.register_hook(lambda g: order.append("chain"))
+    prod = a * chain if early_first_operand else chain * a
+    prod.sum().backward()
+    return order
+
+
+def test_post_accumulate_hook_fires_before_unrelated_nodes():
+    assert _early_leaf_order(early_first_operand=False) == ["a", "chain", "b"]
+
+
+def test_post_accumulate_hook_fires_early_whatever_the_operand_order():
+    assert _early_leaf_order(early_first_operand=True) == ["a", "chain", "b"]
+
+
+# ---- custom Functions ----------------------------------------------------------------------------
+
+
+class ScaledMul(st.autograd.Function):
+    """out = x * y * scale, with a non-tensor argument."""
+
+    seen_needs = None
+
+    @staticmethod
+    def forward(ctx, x, y, scale):
+        ctx.save_for_backward(x, y)
+        ctx.scale = scale
+        ScaledMul.seen_needs = ctx.needs_input_grad
+        return x * y * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        gx = g * y * ctx.scale if ctx.needs_input_grad[0] else None
+        gy = g * x * ctx.scale if ctx.needs_input_grad[1] else None
+        return gx, gy, None
+
+
+def test_function_save_for_backward_and_needs_input_grad():
+    xs, ys = np.array([1.0, 2.0]), np.array([3.0, -4.0])
+    x = st.tensor(xs, requires_grad=True)
+    y = st.tensor(ys)
+    out = ScaledMul.apply(x, y, 0.5)
+    assert ScaledMul.seen_needs == (True, False, False)
+    np.testing.assert_allclose(out.detach().numpy(), xs * ys * 0.5)
+    out.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), ys * 0.5)
+    assert y.grad is None
+
+
+def test_function_twice_differentiable_backward():
+    x = f64(1.5, -0.5)
+    (g,) = st.autograd.grad(ScaledMul.apply(x, x, 2.0).sum(), x, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), 4 * np.array([1.5, -0.5]))
+    (gg,) = st.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(gg.numpy(), [4.0, 4.0])
+
+
+class TwoOutputs(st.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2, x * 3
+
+    @staticmethod
+    def backward(ctx, g2, g3):
+        return g2 * 2 + g3 * 3
+
+
+def test_function_multiple_outputs():
+    x = f64(1.0, 2.0)
+    a, b = TwoOutputs.apply(x)
+    (a.sum() + (b * b).sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 + 3 * 2 * 3 * np.array([1.0, 2.0]))
+    x.grad = None
+    a, _ = TwoOutputs.apply(x)
+    a.sum().backward()  # the unused output's gradient arrives as zeros
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+
+
+class DoubleAndMask(st.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        mask = (x > 0).to(x.dtype)
+        ctx.mark_non_differentiable(mask)
+        return x * 2, mask
+
+    @staticmethod
+    def backward(ctx, g, g_mask):
+        return g * 2
+
+
+def test_function_mark_non_differentiable():
+    x = f64(-1.0, 2.0)
+    y, mask = DoubleAndMask.apply(x)
+    assert y.requires_grad
+    assert not mask.requires_grad
+    np.testing.assert_allclose(mask.numpy(), [0.0, 1.0])
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+
+
+class OnceCube(st.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x * x
+
+    @staticmethod
+    @st.autograd.once_differentiable
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x * x
+
+
+def test_function_once_differentiable():
+    xs = np.array([1.0, -2.0])
+    x = st.tensor(xs, requires_grad=True)
+    (g,) = st.autograd.grad(OnceCube.apply(x).sum(), x, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), 3 * xs ** 2)
+    assert not g.requires_grad
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        st.autograd.grad(g.sum(), x)
+
+
+def test_function_forward_must_return_tensors():
+    class Bad(st.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return 3
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    with pytest.raises(TypeError, match="must return Tensors"):
+        Bad.apply(f64(1.0))
+
+
+def test_function_backward_wrong_count_raises():
+    class Bad(st.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x + y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    with pytest.raises(RuntimeError, match="returned 1 gradients.*took 2"):
+        Bad.apply(f64(1.0), f64(2.0)).sum().backward()
+
+
+# ---- gradcheck -----------------------------------------------------------------------------------
+
+
+class WrongSin(st.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x.sin()  # should be cos
+
+
+def test_gradcheck_and_gradgradcheck_pass_on_correct_functions():
+    x = st.tensor(np.array([[0.3, -0.7], [1.1, 0.2]]), requires_grad=True)
+    y = st.tensor(np.array([0.5, 1.5]), requires_grad=True)
+    assert st.autograd.gradcheck(lambda a, b: (a * b).exp(), (x, y))
+    assert st.autograd.gradgradcheck(lambda a, b: (a * b).sin() * a, (x, y))
+    assert st.autograd.gradcheck(lambda a: ScaledMul.apply(a, a, 3.0), (y,))
+
+
+def test_gradcheck_detects_wrong_backward():
+    x = st.tensor(np.array([0.3, -0.7, 1.1]), requires_grad=True)
+    with pytest.raises(GradcheckError, match="Jacobian mismatch"):
+        st.autograd.gradcheck(WrongSin.apply, (x,))
+    assert st.autograd.gradcheck(WrongSin.apply, (x,), raise_exception=False) is False
+
+
+def test_gradgradcheck_detects_wrong_second_derivative():
+    class WrongSquare(st.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            # right value, wrong derivative: d/dx of (x*x/x*2) is treated through x*x
+            return g * (x * x * x) * 2.0 / (x * x)
+
+    x = st.tensor(np.array([0.5, 1.3]), requires_grad=True)
+    assert st.autograd.gradcheck(WrongSquare.apply, (x,))
+    assert st.autograd.gradgradcheck(WrongSquare.apply, (x,))  # a correct (if odd) formula
+
+    class WrongGrad(st.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 2.0 * x.detach()  # first order right, second order lost
+
+    assert st.autograd.gradcheck(WrongGrad.apply, (x,))
+    with pytest.raises(GradcheckError):
+        st.autograd.gradgradcheck(WrongGrad.apply, (x,))
+
+
+def test_gradcheck_rejects_float32():
+    x = st.tensor([0.5, 1.0], requires_grad=True)
+    with pytest.raises(TypeError, match="float64"):
+        st.autograd.gradcheck(lambda t: t * 2, (x,))
+
+
+# ---- in-place and version counters ---------------------------------------------------------------
+
+
+def test_inplace_on_saved_output_raises_on_backward():
+    x = f64(0.5, 1.0)
+    y = x.exp()  # exp saves its output
+    y.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        y.sum().backward()
+
+
+def test_inplace_through_view_bumps_shared_version():
+    x = st.tensor(np.array([[0.5, 1.0], [1.5, 2.0]]), requires_grad=True)
+    y = x.exp()
+    v = y.view(4)
+    with st.no_grad():
+        v.mul_(2)  # allowed under no_grad, but the storage y shares has changed
+    np.testing.assert_allclose(y.detach().numpy(), 2 * np.exp([[0.5, 1.0], [1.5, 2.0]]))
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        y.sum().backward()
+
+
+def test_inplace_on_leaf_requiring_grad_raises():
+    w = f64(1.0, 2.0)
+    with pytest.raises(RuntimeError, match="leaf"):
+        w.add_(1.0)
+    with pytest.raises(RuntimeError, match="leaf"):
+        w.mul_(2.0)
+
+
+def test_inplace_on_leaf_allowed_under_no_grad():
+    w = f64(1.0, 2.0)
+    with st.no_grad():
+        w.sub_(0.5)
+        w *= 2.0
+    np.testing.assert_allclose(w.detach().numpy(), [1.0, 3.0])
+    assert w.requires_grad and w.is_leaf
+    (w * w).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [2.0, 6.0])
+
+
+
+
+def test_inplace_mul_on_intermediate_gives_correct_grad():
+    x = f64(1.0, 2.0)
+    a = x * 2
+    a.mul_(3)
+    a.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [6.0, 6.0])
+
+
+def test_inplace_unary_on_intermediate_gives_correct_grad():
+    xs = np.array([0.2, -0.4])
+    x = st.tensor(xs, requires_grad=True)
+    a = x * 2
+    a.sin_()
+    a.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.cos(2 * xs))
+
+
+def test_inplace_on_output_that_backward_does_not_need():
+    xs = np.array([0.2, -0.4])
+    x = st.tensor(xs, requires_grad=True)
+    y = x.sin()  # d sin = cos(x): the output is not needed
+    y.add_(1)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(xs))
+
+
+def test_inplace_add_on_intermediate():
+    x = f64(1.0, 2.0)
+    a = x * 2  # mul by a constant saves only its inputs
+    a.add_(1)
+    a.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+    np.testing.assert_allclose(a.detach().numpy(), [3.0, 5.0])
+
+
+
+
+def test_iadd_on_intermediate_tracks_both_terms():
+    x = f64(1.0, 2.0)
+    h = x * 2
+    h += x * x
+    h.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 + 2 * np.array([1.0, 2.0]))
+
+
+def test_augmented_assignment_operators_work_in_place():
+    t = st.tensor([1.0, 2.0, 3.0])
+    alias = t
+    t += 1
+    t *= 2
+    t -= st.tensor([1.0, 1.0, 1.0])
+    t /= 2
+    assert t is alias
+    np.testing.assert_allclose(t.numpy(), ((np.array([1.0, 2.0, 3.0]) + 1) * 2 - 1) / 2)
+    i = st.tensor([5, 7])
+    i += 2
+    assert i.dtype is st.int64 and i.tolist() == [7, 9]
+
+
+def test_inplace_float_result_into_int_tensor_raises():
+    i = st.tensor([1, 2])
+    with pytest.raises(TypeError, match="can't be cast"):
+        i.mul_(1.5)

@@ -1,0 +1,279 @@
+"""Matrix products and einsum against numpy: values, layouts, dtypes, gradients, errors."""
+
+import numpy as np
+import pytest
+
+import singa_tensor as st
+from singa_tensor.autograd import gradcheck, gradgradcheck
+from singa_tensor.ops import REGISTRY
+from singa_tensor.ops import linalg as L
+
+LINALG_OPS = ["matmul", "mm", "bmm", "mv", "dot", "outer", "addmm", "einsum_diagonal", "einsum"]
+NP_DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64}
+
+
+def rnd(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def _cases():
+    for name in LINALG_OPS:
+        for i, (args, kwargs) in enumerate(REGISTRY[name].samples()):
+            yield pytest.param(name, args, kwargs, id=f"{name}-{i}")
+
+
+def _to(args, dtype, requires_grad=False):
+    out = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            arr = a.astype(NP_DTYPES[dtype]) if dtype.startswith("float") else \
+                np.round(a * 3).astype(NP_DTYPES[dtype])
+            out.append(st.tensor(arr, requires_grad=requires_grad))
+        else:
+            out.append(a)
+    return out
+
+
+@pytest.mark.parametrize("name,args,kwargs", list(_cases()))
+def test_forward_matches_reference_for_every_dtype(name, args, kwargs):
+    spec = REGISTRY[name]
+    assert spec.onnx in (None, "MatMul", "Gemm", "Einsum")
+    for dtype in spec.dtypes:
+        targs = _to(args, dtype)
+        refs = [t.numpy() if isinstance(t, st.Tensor) else t for t in targs]
+        got = spec.fn(*targs, **kwargs)
+        want = np.asarray(spec.reference(*refs, **kwargs))
+        assert got.shape == want.shape, (dtype, got.shape, want.shape)
+        assert got.dtype.name == dtype
+        tol = 1e-5 if dtype == "float32" else 1e-12
+        np.testing.assert_allclose(got.numpy(), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name,args,kwargs", list(_cases()))
+def test_gradients_first_and_second_order(name, args, kwargs):
+    spec = REGISTRY[name]
+    targs = _to(args, "float64", requires_grad=True)
+    tensors = [t for t in targs if isinstance(t, st.Tensor)]
+
+    def fn(*ts):
+        it = iter(ts)
+        return spec.fn(*[next(it) if isinstance(a, st.Tensor) else a for a in targs], **kwargs)
+
+    assert gradcheck(fn, tensors)
+    assert gradgradcheck(fn, tensors)
+
+
+# ---- matmul shapes, layouts and dtypes -----------------------------------------------------
+
+
+@pytest.mark.parametrize("sa,sb", [
+    ((5,), (5,)), ((5,), (5, 3)), ((4, 5), (5,)), ((2, 4, 5), (5,)), ((5,), (3, 5, 2)),
+    ((2, 1, 4, 5), (3, 5, 2)), ((1, 4, 5), (3, 5, 2)), ((3, 4, 5), (1, 5, 2)),
+    ((6, 4, 5), (5, 2)), ((4, 5), (6, 5, 2)), ((0, 4, 5), (5, 2)), ((4, 0), (0, 3)),
+    ((0, 3), (3, 2)), ((1, 1), (1, 1)),
+])
+def test_matmul_broadcasting_and_1d_rules(sa, sb):
+    a, b = rnd(*sa, seed=1), rnd(*sb, seed=2)
+    got = st.matmul(st.tensor(a), st.tensor(b))
+    want = np.matmul(a, b)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_matmul_reads_transposed_and_broadcast_views_without_copying(monkeypatch):
+    copies = []
+    real = L.copy_into
+    monkeypatch.setattr(L, "copy_into", lambda s, d: (copies.append(s.shape), real(s, d)))
+    a, b = rnd(6, 4, seed=3), rnd(5, 6, seed=4)
+    ta, tb = st.tensor(a), st.tensor(b)
+    # a.T is (4, 6) with strides (1, 4); b.T is (6, 5) with strides (1, 6)
+    np.testing.assert_allclose(st.matmul(ta.t(), tb.t()).numpy(), a.T @ b.T, rtol=1e-12)
+    np.testing.assert_allclose(st.matmul(tb, ta).numpy(), b @ a, rtol=1e-12)
+    # batched transposed view and a weight broadcast over the batch (stride 0)
+    x = rnd(3, 6, 4, seed=5)
+    tx = st.tensor(x).transpose(1, 2)
+    np.testing.assert_allclose(st.matmul(tx, st.tensor(a)).numpy(),
+                               np.swapaxes(x, 1, 2) @ a, rtol=1e-12)
+    w = st.tensor(a).expand(3, 6, 4)
+    np.testing.assert_allclose(st.matmul(st.tensor(b), w).numpy(),
+                               np.broadcast_to(b @ a, (3, 5, 4)), rtol=1e-12)
+    assert copies == []
+
+
+def test_matmul_copies_layouts_blas_cannot_read():
+    x = rnd(4, 3, 5, seed=6)
+    # batch dims (3, 4) after the permute do not collapse to one stride
+    tx = st.tensor(x).permute(1, 0, 2)
+    y = rnd(3, 5, 2, seed=7)
+    np.testing.assert_allclose(st.matmul(tx, st.tensor(y)).numpy(),
+                               np.transpose(x, (1, 0, 2)) @ y, rtol=1e-12)
+    # a matrix whose dims both have stride > 1 (an expanded column)
+    c = st.tensor(rnd(4, 1, seed=8)).expand(4, 3)
+    np.testing.assert_allclose(st.matmul(c, st.tensor(y[:, 0])).numpy(),
+                               np.broadcast_to(c.numpy(), (4, 3)) @ y[:, 0], rtol=1e-12)
+    # (2, 1) against (1, 3) batch dims: the partly broadcast operands are materialized
+    p, q = rnd(2, 1, 3, 4, seed=9), rnd(1, 3, 4, 2, seed=10)
+    np.testing.assert_allclose(st.matmul(st.tensor(p), st.tensor(q)).numpy(), p @ q,
+                               rtol=1e-12)
+
+
+def test_matmul_float32_large_matches_numpy():
+    a = rnd(70, 130, seed=11).astype(np.float32)
+    b = rnd(130, 40, seed=12).astype(np.float32)
+    got = st.matmul(st.tensor(a), st.tensor(b))
+    assert got.dtype is st.float32
+    np.testing.assert_allclose(got.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_integer_matmul_is_exact_and_mixed_dtypes_promote():
+    a = np.arange(12, dtype=np.int64).reshape(3, 4) * 1000003
+    b = np.arange(8, dtype=np.int64).reshape(4, 2) - 3
+    got = st.matmul(st.tensor(a), st.tensor(b))
+    assert got.dtype is st.int64
+    np.testing.assert_array_equal(got.numpy(), a @ b)
+    # the integer loop reads transposed operands through the same flags as BLAS
+    ta, tb = st.tensor(a), st.tensor(b)
+    np.testing.assert_array_equal(st.matmul(ta.t(), ta).numpy(), a.T @ a)
+    np.testing.assert_array_equal(st.matmul(tb.t(), ta.t()).numpy(), b.T @ a.T)
+    i32 = st.tensor(np.array([[1, 2], [3, 4]], dtype=np.int32))
+    assert st.matmul(i32, i32).dtype is st.int32
+    assert st.matmul(i32, i32).tolist() == [[7, 10], [15, 22]]
+    assert st.matmul(i32, st.tensor([[1], [1]])).dtype is st.int64
+    mixed = st.matmul(i32, st.tensor([[0.5], [1.0]]))
+    assert mixed.dtype is st.float32 and mixed.tolist() == [[2.5], [5.5]]
+    half = st.matmul(st.ones(2, 3, dtype=st.float16), st.ones(3, 2, dtype=st.float16))
+    assert half.dtype is st.float16 and half.float().tolist() == [[3.0, 3.0], [3.0, 3.0]]
+
+
+def test_matmul_backward_reduces_broadcast_batch_dims():
+    a = st.tensor(rnd(2, 3, 4, 5, seed=13), requires_grad=True)
+    w = st.tensor(rnd(5, 2, seed=14), requires_grad=True)
+    v = st.tensor(rnd(2, 1, 2, 6, seed=15), requires_grad=True)
+    out = st.matmul(st.matmul(a, w), v)
+    assert out.shape == (2, 3, 4, 6)
+    out.sum().backward()
+    g = np.ones((2, 3, 4, 6))
+    an, wn, vn = a.detach().numpy(), w.detach().numpy(), v.detach().numpy()
+    gh = g @ np.swapaxes(vn, -1, -2)  # grad at a @ w
+    np.testing.assert_allclose(v.grad.numpy(),
+                               (np.swapaxes(an @ wn, -1, -2) @ g).sum(1, keepdims=True),
+                               rtol=1e-10)
+    np.testing.assert_allclose(w.grad.numpy(), (np.swapaxes(an, -1, -2) @ gh).sum((0, 1)),
+                               rtol=1e-10)
+    np.testing.assert_allclose(a.grad.numpy(), gh @ wn.T, rtol=1e-10)
+
+
+def test_tensor_methods_are_bound():
+    a = st.tensor(rnd(3, 4, seed=16))
+    b = st.tensor(rnd(4, 2, seed=17))
+    np.testing.assert_allclose(a.matmul(b).numpy(), a.mm(b).numpy())
+    v = st.tensor([1.0, 2.0])
+    assert v.dot(v).item() == 5.0
+    assert v.outer(v).tolist() == [[1.0, 2.0], [2.0, 4.0]]
+    assert st.bmm(a.reshape(1, 3, 4), b.reshape(1, 4, 2)).shape == (1, 3, 2)
+
+
+# ---- einsum --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("eq,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 2)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 2)]),
+    ("i,i->", [(4,), (4,)]),
+    ("i,j->ij", [(3,), (2,)]),
+    ("ij->ji", [(2, 3)]),
+    ("ij->", [(2, 3)]),
+    ("ij->j", [(2, 3)]),
+    ("bhqd,bhkd->bhqk", [(2, 2, 3, 4), (2, 2, 5, 4)]),
+    ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 2)]),
+    ("ij,ij->ij", [(2, 3), (2, 3)]),
+    ("ijk->kji", [(2, 3, 4)]),
+    ("ii->i", [(3, 3)]),
+    ("ii", [(4, 4)]),
+    ("iij->ji", [(3, 3, 2)]),
+    ("ij,jk", [(3, 4), (4, 2)]),
+    ("ba,ca", [(3, 4), (2, 4)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+    ("bi,bi->b", [(5, 3), (5, 3)]),
+    ("ij,kl->ijkl", [(2, 3), (1, 2)]),
+    ("...i,...i", [(2, 3, 4), (3, 4)]),
+    ("Ab,bC->AC", [(2, 3), (3, 4)]),
+    ("i,ii,j->j", [(3,), (3, 3), (2,)]),
+    (" i j , j k -> i k ", [(3, 4), (4, 2)]),
+    ("ijk,ikl->jl", [(2, 3, 4), (2, 4, 5)]),
+    (",i->i", [(), (3,)]),
+    ("bij,bjk->bik", [(0, 2, 3), (0, 3, 4)]),
+    ("ij,jk->ik", [(2, 0), (0, 3)]),
+])
+def test_einsum_matches_numpy(eq, shapes):
+    arrays = [rnd(*s, seed=i + 20) for i, s in enumerate(shapes)]
+    got = st.einsum(eq, *[st.tensor(a) for a in arrays])
+    want = np.einsum(eq, *arrays)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_einsum_list_form_gradients_and_integers():
+    a = st.tensor(rnd(2, 3, seed=30), requires_grad=True)
+    b = st.tensor(rnd(3, 3, seed=31), requires_grad=True)
+    assert gradgradcheck(lambda x, y: st.einsum("ij,jj->ij", [x, y]), (a, b))
+    ia = st.tensor(np.arange(6).reshape(2, 3))
+    assert st.einsum("ij,ij->i", ia, ia).tolist() == [5, 50]
+    assert st.einsum("ij,ij->i", ia, ia).dtype is st.int64
+
+
+# ---- errors ------------------------------------------------------------------------------------
+
+
+def test_matmul_errors_name_shapes_and_sizes():
+    with pytest.raises(ValueError, match=r"matmul: shapes \(2, 3\) and \(4, 5\) cannot be "
+                                         r"multiplied \(contracted dimensions have sizes 3 "
+                                         r"and 4\)"):
+        st.matmul(st.ones(2, 3), st.ones(4, 5))
+    with pytest.raises(ValueError, match=r"matmul: .*0-D and 2-D"):
+        st.matmul(st.tensor(1.0), st.ones(2, 2))
+    with pytest.raises(TypeError, match="matmul: not supported for dtype bool"):
+        st.matmul(st.ones(2, 2, dtype=st.bool), st.ones(2, 2))
+    with pytest.raises(ValueError, match=r"matmul: batch dimensions \(2,\) and \(3,\)"):
+        st.matmul(st.ones(2, 2, 2), st.ones(3, 2, 2))
+    with pytest.raises(TypeError, match="matmul: the second argument must be a Tensor"):
+        st.matmul(st.ones(2, 2), [[1.0]])
+    with pytest.raises(ValueError, match=r"mm: expected 2-D matrices, got shapes \(2, 2, 2\)"):
+        st.mm(st.ones(2, 2, 2), st.ones(2, 2))
+    with pytest.raises(ValueError, match=r"bmm: batch sizes differ"):
+        st.bmm(st.ones(2, 2, 2), st.ones(3, 2, 2))
+    with pytest.raises(ValueError, match=r"mv: shapes \(2, 3\) and \(2,\) cannot be"):
+        st.mv(st.ones(2, 3), st.ones(2))
+    with pytest.raises(ValueError, match=r"dot: 1-D tensors of different lengths"):
+        st.dot(st.ones(2), st.ones(3))
+    with pytest.raises(ValueError, match=r"outer: expected 1-D tensors"):
+        st.outer(st.ones(2, 1), st.ones(3))
+    with pytest.raises(ValueError, match=r"addmm: shapes \(3, 3\) and \(2, 2\) cannot be "
+                                         r"broadcast"):
+        st.addmm(st.ones(3, 3), st.ones(2, 2), st.ones(2, 2))
+
+
+@pytest.mark.parametrize("eq,shapes,match", [
+    ("ij,jk->ik", [(2, 3), (4, 5)], r"subscript 'j' has size 3 in one operand but 4"),
+    ("ij,jk->ik", [(2, 3)], r"subscripts for 2 operand\(s\) but 1 tensor"),
+    ("ij->ik", [(2, 3)], r"output subscript 'k' does not appear"),
+    ("ij->ii", [(2, 3)], r"output subscript 'i' appears more than once"),
+    ("i1->i", [(2, 3)], r"invalid subscript '1'"),
+    ("ijk->i", [(2, 3)], r"subscripts 'ijk' of operand 0 do not match its shape \(2, 3\)"),
+    ("ii->i", [(2, 3)], r"subscript 'i' is repeated in operand 0 over dims of different"),
+    ("...i->i", [(2, 3)], r"use '\.\.\.' so the output must too"),
+    ("i->i->i", [(2,)], r"at most one '->'"),
+    ("i......->i", [(2,)], r"more than one '\.\.\.'"),
+])
+def test_einsum_bad_equations(eq, shapes, match):
+    with pytest.raises(ValueError, match="einsum: .*" + match):
+        st.einsum(eq, *[st.ones(*s) for s in shapes])
+
+
+def test_einsum_bad_operands():
+    with pytest.raises(TypeError, match="einsum: not supported for dtype bool"):
+        st.einsum("i->i", st.ones(2, dtype=st.bool))
+    with pytest.raises(TypeError, match="einsum: operand 1 must be a Tensor"):
+        st.einsum("i,i->", st.ones(2), np.ones(2))
+    with pytest.raises(ValueError, match="einsum: at least one operand"):
+        st.einsum("i->i")
