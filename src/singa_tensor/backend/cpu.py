@@ -14,6 +14,14 @@ import numpy as np
 from .device import CPU
 
 
+# Idle OpenMP and OpenBLAS worker threads spin by default, and our kernels and OpenBLAS
+# alternate within every training step: on a small machine each pool's spinning threads then
+# steal the cores the other one needs (a 512x512 layer step ran 3x slower). Both libraries read
+# these settings when they load, so they are set here, before the load, unless the user chose.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+
 def _preload_openblas() -> None:
     # The RPATH of the C++ library already points at the wheel's OpenBLAS; loading it here as
     # well makes the lookup independent of where the package was installed from.
