@@ -60,12 +60,21 @@ class Tensor:
         [[2.0, 4.0], [6.0, 8.0]]
     """
 
-    __slots__ = (
-        "_storage", "_offset", "_shape", "_strides", "_contig", "dtype", "_device", "_be",
-        "requires_grad", "grad", "_node", "_out", "_accum", "_hooks", "_post_hooks",
-        "_non_diff", "_retains", "__weakref__",
-    )
+    # Attributes every tensor sets live in slots; the rarely changed ones are class-level
+    # defaults (an instance __dict__ appears only when one is set), which keeps creating a
+    # tensor, done once per op, cheap.
+    __slots__ = ("_storage", "_offset", "_shape", "_strides", "_contig", "dtype", "_device",
+                 "_be", "__dict__", "__weakref__")
     __array_priority__ = 1000  # numpy defers mixed operators to Tensor
+    requires_grad = False
+    grad = None
+    _node = None
+    _out = 0
+    _accum = None
+    _hooks = None
+    _post_hooks = None
+    _non_diff = False
+    _retains = False
 
     # ---- construction ------------------------------------------------------------------------
     @staticmethod
@@ -84,15 +93,6 @@ class Tensor:
         t.dtype = dtype
         t._device = device
         t._be = be if be is not None else _backend.get(device)
-        t.requires_grad = False
-        t.grad = None
-        t._node = None
-        t._out = 0
-        t._accum = None
-        t._hooks = None
-        t._post_hooks = None
-        t._non_diff = False
-        t._retains = False
         return t
 
     @staticmethod

@@ -88,7 +88,17 @@ class Storage:
         return a
 
 
+# Small buffers come from cffi's own allocator (malloc, freed with the cdata, no zero fill):
+# one call instead of two. Large ones come from the caching allocator, where reuse matters.
+_small = ffi.new_allocator(should_clear_after_alloc=False)
+_SMALL_BYTES = 1 << 16
+_ARRAY_TYPE = {name: ctype + "[]" for name, ctype in _CTYPE.items()}
+
+
 def empty(numel: int, dtype) -> Storage:
+    nbytes = numel * dtype.itemsize
+    if nbytes <= _SMALL_BYTES:
+        return Storage(_small(_ARRAY_TYPE[dtype.name], numel or 1), nbytes, dtype.storage)
     p = _ALLOC[dtype.name](numel)
     if p == ffi.NULL:
         raise MemoryError(f"cpu: out of memory allocating {numel * dtype.itemsize} bytes")
