@@ -12,7 +12,7 @@
 
 namespace st {
 
-constexpr int kMaxDims = 16;
+constexpr int kMaxDims = 32;  // MAX_DIMS in tensor.py
 // below this many elements a kernel runs on one thread: forking costs more than it saves
 constexpr int64_t kGrain = 1 << 15;
 

@@ -15,6 +15,9 @@ from . import backend as _backend
 from . import dtype as _dt
 from .backend.device import Device
 
+# the kernels' strided loops hold this many dimensions (kMaxDims in cpp/src/common.h)
+MAX_DIMS = 32
+
 _STRIDES: dict = {}
 
 
@@ -80,6 +83,8 @@ class Tensor:
     @staticmethod
     def _make(storage, shape: tuple, strides: tuple | None, offset: int, dtype, device,
               be=None) -> Tensor:
+        if len(shape) > MAX_DIMS:
+            raise ValueError(f"tensors have at most {MAX_DIMS} dimensions, got shape {shape}")
         t = object.__new__(Tensor)
         t._storage = storage
         t._offset = offset
@@ -101,6 +106,8 @@ class Tensor:
         n = 1
         for s in shape:
             n *= s
+        if n * dtype.itemsize >= 1 << 62:
+            raise MemoryError(f"cannot allocate a tensor of shape {shape} ({dtype.name})")
         return Tensor._make(be.empty(n, dtype), shape, None, 0, dtype, device, be)
 
     def _view(self, shape: tuple, strides: tuple, offset: int) -> Tensor:
