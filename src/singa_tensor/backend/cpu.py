@@ -13,7 +13,6 @@ import numpy as np
 
 from .device import CPU
 
-
 # Idle OpenMP and OpenBLAS worker threads spin by default, and our kernels and OpenBLAS
 # alternate within every training step: on a small machine each pool's spinning threads then
 # steal the cores the other one needs (a 512x512 layer step ran 3x slower). Both libraries read
