@@ -138,6 +138,7 @@ class Node:
 
     # Defaults live on the class so that creating a node (once per op call) costs nothing.
     name = "Node"
+    spec = None  # ops get a Node subclass per spec with spec and name preset (ops/_registry.py)
     next: tuple = ()  # one (node, output index) edge per forward input, None where no grad flows
     needs_input_grad: tuple = ()
     n_outputs = 1
@@ -266,8 +267,9 @@ def record(spec, ctx: Node, inputs: Sequence, outputs):
     spec has `name`, `backward(ctx, *grads)` and optionally `differentiable`. inputs are the
     forward's positional arguments (non-tensors are skipped).
     """
-    ctx.spec = spec
-    ctx.name = spec.name
+    if ctx.spec is not spec:
+        ctx.spec = spec
+        ctx.name = spec.name
     nexts = []
     needs = []
     for t in inputs:

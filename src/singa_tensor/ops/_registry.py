@@ -59,12 +59,19 @@ def register(cls):
     if cls.name in REGISTRY:
         raise ValueError(f"op {cls.name} registered twice")
     REGISTRY[cls.name] = cls
+    cls.node_class = node_class(cls)
     return cls
+
+
+def node_class(spec) -> type:
+    """The graph-node type of an op: spec and name live on the class, not on every node."""
+    return type(f"{spec.name}Backward", (_ag.Node,), {"spec": spec, "name": spec.name})
 
 
 def apply(spec, *args, **attrs):
     """Run spec's forward and, when gradients are wanted, record it in the graph."""
-    ctx = _ag.Node()
+    nc = spec.__dict__.get("node_class")
+    ctx = nc() if nc is not None else _ag.Node()
     out = spec.forward(ctx, *args, **attrs)
     if _ag._grad_enabled and spec.differentiable:
         for a in args:

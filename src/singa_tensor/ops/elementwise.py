@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from .. import autograd as _ag
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._registry import (
@@ -442,7 +443,19 @@ def _binary(name, onnx, backward, reference, *, float_only=False, out_bool=False
         Spec.backward = staticmethod(bw)
     Spec.reference = staticmethod(reference)
 
+    fast_dtypes = (_dt.float32, _dt.float64) if float_only else (
+        _dt.float32, _dt.float64, _dt.int32, _dt.int64)
+
     def fn(a, b):
+        # the common case, two tensors of one computable dtype on one device, skips the
+        # promotion logic and the generic apply(): this is the per-op overhead of training loops
+        if (a.__class__ is Tensor and b.__class__ is Tensor and a.dtype is b.dtype
+                and a._device is b._device and a.dtype in fast_dtypes):
+            ctx = Spec.node_class()
+            out = forward(ctx, a, b)
+            if _ag._grad_enabled and (a.requires_grad or b.requires_grad) and Spec.differentiable:
+                _ag.record(Spec, ctx, (a, b), out)
+            return out
         a, b = _operands(name, a, b, float_only)
         return apply(Spec, a, b)
 
