@@ -8,7 +8,6 @@ import pytest
 
 import singa_tensor as st
 
-HAS_INDEXING = hasattr(st.Tensor, "__getitem__")
 
 
 def bf16_reference(a: np.ndarray) -> np.ndarray:
@@ -128,7 +127,6 @@ def test_len_and_zero_dim_errors():
         iter(st.tensor(1.0))
 
 
-@pytest.mark.skipif(not HAS_INDEXING, reason="indexing (ops/index.py) is not loaded")
 def test_iteration_yields_rows():
     rows = list(st.tensor([[1.0, 2.0], [3.0, 4.0]]))
     assert len(rows) == 2
