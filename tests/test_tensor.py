@@ -9,7 +9,6 @@ import pytest
 import singa_tensor as st
 
 
-
 def bf16_reference(a: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 -> float32 with round-to-nearest-even, done on the bits."""
     u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
