@@ -81,6 +81,137 @@ ST_HD float tanh_(float x) {
 }
 ST_HD double tanh_(double x) { return std::tanh(x); }
 
+// Bit casts for the float32 kernels below: memcpy is the portable way and compiles to a move.
+ST_HD int32_t f32_bits(float x) {
+  int32_t i;
+  std::memcpy(&i, &x, sizeof(i));
+  return i;
+}
+ST_HD float f32_from_bits(int32_t i) {
+  float x;
+  std::memcpy(&x, &i, sizeof(x));
+  return x;
+}
+
+// log(u) + c for finite u > 0 (denormals included) and a small correction c that log1p needs.
+// u = m 2^k with m in [sqrt(1/2), sqrt(2)), found from the exponent bits, so f = m - 1 is exact and
+// log(m) = f - f^2/2 + f^3 P(f), P fitted (weighted minimax, relative error 6e-9) on that range.
+// Keeping f apart from the small terms until the end gives full relative accuracy near u = 1.
+ST_HD float log_core_(float u, float c) {
+  bool tiny = u < 1.17549435e-38f;  // denormal: scale into the normal range first
+  float us = tiny ? u * 8388608.0f : u;
+  // unsigned so that NaN and negative inputs (selected away by the callers) cannot overflow
+  uint32_t ix = static_cast<uint32_t>(f32_bits(us)) + (0x3f800000u - 0x3f3504f3u);
+  int32_t k = static_cast<int32_t>(ix >> 23) - 127 - (tiny ? 23 : 0);
+  float f = f32_from_bits(static_cast<int32_t>((ix & 0x007fffffu) + 0x3f3504f3u)) - 1.0f;
+  float p = -7.646037638e-02f;
+  p = p * f + 1.277908832e-01f;
+  p = p * f - 1.316419840e-01f;
+  p = p * f + 1.419969946e-01f;
+  p = p * f - 1.662276387e-01f;
+  p = p * f + 2.000129223e-01f;
+  p = p * f - 2.500083745e-01f;
+  p = p * f + 3.333333135e-01f;
+  float kf = static_cast<float>(k);
+  // ln2 split so that k * hi is exact for every k a float can produce
+  float lo = f * f * (f * p - 0.5f) + (kf * -2.12194440e-4f + c);
+  return kf * 0.693359375f + (f + lo);
+}
+
+// The float32 kernels below replace libm calls that cannot vectorise without -ffast-math; each
+// evaluates every path and selects, so loops stay branch-free. Maximum error about 1-2 ulp over
+// the whole float range (tests/test_unary_accuracy.py); float64 keeps libm.
+ST_HD float fast_logf(float x) {
+  float r = log_core_(x, 0.0f);
+  r = x == INFINITY ? x : r;
+  r = x == 0.0f ? -INFINITY : r;
+  r = x < 0.0f ? NAN : r;
+  return x != x ? x : r;
+}
+
+// log1p(x) = log(u) + log(1 + c/u) with u = 1 + x rounded and c the rounding error of that sum,
+// recovered exactly (Sterbenz) by whichever subtraction order avoids cancellation.
+ST_HD float fast_log1pf(float x) {
+  float u = 1.0f + x;
+  float c = x < 1.0f ? x - (u - 1.0f) : 1.0f - (u - x);
+  float r = log_core_(u, c / u);
+  r = x == INFINITY ? x : r;
+  r = x == -1.0f ? -INFINITY : r;
+  r = x < -1.0f ? NAN : r;
+  r = x == 0.0f ? x : r;  // keeps the sign of -0
+  return x != x ? x : r;
+}
+
+// expm1(x) = 2^n (expm1(r) + 1 - 2^-n) with the same Cody-Waite reduction as fast_expf;
+// expm1(r) = r + r^2/2 + r^3 P(r) (relative error 6e-12). Adding 1 - 2^-n before scaling keeps the
+// n = +-1 cases free of cancellation; 2^n is applied in two halves so n = 128 does not overflow.
+ST_HD float fast_expm1f(float x) {
+  float xc = x > 88.7228394f ? 88.7228394f : (x < -30.0f ? -30.0f : x);
+  float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 2.480953117e-05f;
+  p = p * r + 1.990530582e-04f;
+  p = p * r + 1.388894860e-03f;
+  p = p * r + 8.333289064e-03f;
+  p = p * r + 4.166666791e-02f;
+  p = p * r + 1.666666716e-01f;
+  p = r + r * r * (p * r + 0.5f);
+  int32_t ni = static_cast<int32_t>(n);
+  int32_t nc = ni > 25 ? 25 : ni;
+  float c = 1.0f - f32_from_bits((127 - nc) << 23);
+  int32_t n1 = ni >> 1, n2 = ni - n1;
+  float y = (p + c) * f32_from_bits((n1 + 127) << 23) * f32_from_bits((n2 + 127) << 23);
+  y = x > 88.7228394f ? INFINITY : y;
+  y = x == 0.0f ? x : y;
+  return x != x ? x : y;
+}
+
+// erf: x P(x^2) for |x| < 1 (relative error 1.2e-9); 1 - Q(|x| - 2.5) on [1, 4] with Q fitted to
+// erfc (absolute error 6e-10); beyond 4, erfc < 2^-25 and 1 - Q rounds to exactly 1.
+ST_HD float fast_erff(float x) {
+  float ax = std::fabs(x);
+  float x2 = x * x;
+  float s = 7.854025171e-05f;
+  s = s * x2 - 8.010247257e-04f;
+  s = s * x2 + 5.188334268e-03f;
+  s = s * x2 - 2.685381658e-02f;
+  s = s * x2 + 1.128358543e-01f;
+  s = s * x2 - 3.761262596e-01f;
+  s = s * x2 + 1.283791661e-01f;  // the leading 2/sqrt(pi) less one: x is added exactly below
+  s = x + x * s;
+  float t = (ax < 4.0f ? ax : 4.0f) - 2.5f;
+  float q = 3.491683174e-07f;
+  q = q * t - 8.877124174e-07f;
+  q = q * t - 3.446334404e-06f;
+  q = q * t + 1.570132554e-05f;
+  q = q * t - 7.805789210e-06f;
+  q = q * t - 8.104860171e-05f;
+  q = q * t + 2.534989035e-04f;
+  q = q * t - 2.588039788e-04f;
+  q = q * t - 5.445930874e-04f;
+  q = q * t + 2.797608264e-03f;
+  q = q * t - 6.116563920e-03f;
+  q = q * t + 8.622585796e-03f;
+  q = q * t - 8.350215852e-03f;
+  q = q * t + 5.445690826e-03f;
+  q = q * t - 2.178278286e-03f;
+  q = q * t + 4.069523129e-04f;
+  q = 1.0f - q;
+  q = x < 0.0f ? -q : q;
+  float r = ax < 1.0f ? s : q;
+  return x != x ? x : r;
+}
+
+ST_HD float st_log(float x) { return fast_logf(x); }
+ST_HD double st_log(double x) { return std::log(x); }
+ST_HD float st_log1p(float x) { return fast_log1pf(x); }
+ST_HD double st_log1p(double x) { return std::log1p(x); }
+ST_HD float st_expm1(float x) { return fast_expm1f(x); }
+ST_HD double st_expm1(double x) { return std::expm1(x); }
+ST_HD float st_erf(float x) { return fast_erff(x); }
+ST_HD double st_erf(double x) { return std::erf(x); }
+
 // ---- unary: y = f(x; a, b) -------------------------------------------------------------------
 #define ST_UNARY_FUNCTOR(NAME, EXPR)                 \
   struct NAME {                                      \
@@ -97,9 +228,9 @@ ST_UNARY_FUNCTOR(neg, -x)
 ST_UNARY_FUNCTOR(abs, x < T(0) ? T(-x) : x)
 ST_UNARY_FUNCTOR(sign, is_nan(x) ? x : T((x > T(0)) - (x < T(0))))
 ST_UNARY_FUNCTOR(exp, st_exp(x))
-ST_UNARY_FUNCTOR(log, std::log(x))
-ST_UNARY_FUNCTOR(log1p, std::log1p(x))
-ST_UNARY_FUNCTOR(expm1, std::expm1(x))
+ST_UNARY_FUNCTOR(log, st_log(x))
+ST_UNARY_FUNCTOR(log1p, st_log1p(x))
+ST_UNARY_FUNCTOR(expm1, st_expm1(x))
 ST_UNARY_FUNCTOR(sqrt, std::sqrt(x))
 ST_UNARY_FUNCTOR(rsqrt, T(1) / std::sqrt(x))
 ST_UNARY_FUNCTOR(sin, std::sin(x))
@@ -110,14 +241,14 @@ ST_UNARY_FUNCTOR(sigmoid, st::sigmoid(x))
 ST_UNARY_FUNCTOR(relu, x > T(0) ? x : (is_nan(x) ? x : T(0)))
 ST_UNARY_FUNCTOR(leaky_relu, x > T(0) ? x : x * a)
 ST_UNARY_FUNCTOR(elu, x > T(0) ? x : a * (st_exp(x) - T(1)))
-ST_UNARY_FUNCTOR(gelu, T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))))
+ST_UNARY_FUNCTOR(gelu, T(0.5) * x * (T(1) + st_erf(x * T(0.70710678118654752440))))
 ST_UNARY_FUNCTOR(gelu_tanh,
                  T(0.5) * x *
                      (T(1) + tanh_(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x))))
 ST_UNARY_FUNCTOR(silu, x * st::sigmoid(x))
 // softplus(x; beta, threshold) = log1p(exp(beta x)) / beta, linear above the threshold
-ST_UNARY_FUNCTOR(softplus, x * a > b ? x : std::log1p(st_exp(x * a)) / a)
-ST_UNARY_FUNCTOR(erf, std::erf(x))
+ST_UNARY_FUNCTOR(softplus, x * a > b ? x : st_log1p(st_exp(x * a)) / a)
+ST_UNARY_FUNCTOR(erf, st_erf(x))
 ST_UNARY_FUNCTOR(floor, std::floor(x))
 ST_UNARY_FUNCTOR(ceil, std::ceil(x))
 ST_UNARY_FUNCTOR(round, std::nearbyint(x))

@@ -338,6 +338,8 @@ def expand(x: Tensor, *shape) -> Tensor:
             cur = x._shape[i - off]
             if s == -1:
                 s = cur
+            elif s < 0:
+                raise ValueError(f"expand: invalid size {s} for dimension {i} in {shape}")
             elif cur != 1 and cur != s:
                 raise ValueError(
                     f"expand: the expanded size of the tensor ({s}) must match the existing size "
