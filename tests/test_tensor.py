@@ -288,3 +288,13 @@ def test_backward_gradient_on_other_device_raises():
     g = _pretend_on_cuda(st.ones(2))
     with pytest.raises(RuntimeError, match="gradient is on cuda:0 but the output on cpu"):
         (x * 2).backward(g)
+
+
+def test_cuda_queries_without_a_gpu_backend():
+    if st.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    assert st.cuda.device_count() == 0
+    with pytest.raises(RuntimeError, match="no CUDA device"):
+        st.cuda.synchronize()
+    with pytest.raises(RuntimeError, match="cuda backend is not available"):
+        st.ones(2).to("cuda")

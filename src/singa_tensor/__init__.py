@@ -10,7 +10,7 @@ Example:
 
 from __future__ import annotations
 
-from . import autograd, backend, random
+from . import autograd, backend, cuda, random
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backend.device import Device
 from .backend.device import Device as device
@@ -87,5 +87,5 @@ __all__ = [
     "manual_seed", "no_grad", "ones", "ones_like", "rand", "randint", "randn", "set_grad_enabled",
     "tensor", "zeros", "zeros_like", "op_registry", "get_rng_state", "set_rng_state",
     "initial_seed", "seed", "random", "randperm", "normal", "uniform", "scalar_tensor",
-    "rand_like", "randn_like", "half", "double", "long", "is_tensor",
+    "rand_like", "randn_like", "half", "double", "long", "is_tensor", "cuda",
 ]
