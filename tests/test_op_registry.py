@@ -132,6 +132,27 @@ def test_binary_forward_broadcasting(spec, data):
     _compare(spec, got, want, dtype)
 
 
+FLOAT_BINARY = [(s, d) for s in BINARY for d in ("float32", "float64") if d in s.dtypes]
+
+
+@pytest.mark.parametrize("spec, dtype", FLOAT_BINARY,
+                         ids=[f"{s.name}-{d}" for s, d in FLOAT_BINARY])
+def test_binary_edge_values(spec, dtype):
+    # every pair of special values, through broadcasting: (n, 1) against (1, n)
+    a, b = EDGE.astype(dtype)[:, None], EDGE.astype(dtype)[None, :]
+    got = to_numpy(spec.fn(as_tensor(a), as_tensor(b)))
+    want = np.asarray(_call(spec, a, b))
+    assert got.shape == want.shape
+    if want.dtype == np.bool_:
+        np.testing.assert_array_equal(got, want, err_msg=spec.name)
+        return
+    assert np.array_equal(np.isnan(got), np.isnan(want)), (spec.name, got, want)
+    inf = np.isinf(want)
+    np.testing.assert_array_equal(got[inf], want[inf], err_msg=spec.name)
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=2e-6, atol=1e-30, err_msg=spec.name)
+
+
 @pytest.mark.parametrize("spec", [s for s in BINARY if "float32" in s.dtypes],
                          ids=_ids([s for s in BINARY if "float32" in s.dtypes]))
 def test_binary_with_python_scalar(spec):
@@ -249,3 +270,16 @@ def test_every_op_is_tested_and_documented():
 
 def test_device_switch():
     assert st.tensor([1.0]).device == st.device(DEVICE)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "float32"])
+@pytest.mark.parametrize("mode, ref", [("trunc", lambda a, b: np.trunc(a / b)),
+                                       ("floor", lambda a, b: np.floor(a / b))])
+def test_div_rounding_modes(dtype, mode, ref):
+    a = np.array([7, -7, 6, -6, 0, 5], dtype=dtype)
+    b = np.array([2, 2, -4, 3, 5, -5], dtype=dtype)
+    got = st.div(as_tensor(a), as_tensor(b), rounding_mode=mode)
+    assert got.dtype.name == dtype
+    np.testing.assert_array_equal(to_numpy(got), ref(a.astype(np.float64), b).astype(dtype))
+    with pytest.raises(ValueError, match="rounding_mode must be"):
+        st.div(as_tensor(a), as_tensor(b), rounding_mode="round")

@@ -50,8 +50,8 @@ def _r(fn):
 
 _OPERATORS = {
     "__add__": _E.add, "__radd__": _r(_E.add), "__sub__": _E.sub, "__rsub__": _r(_E.sub),
-    "__mul__": _E.mul, "__rmul__": _r(_E.mul), "__truediv__": _E.div,
-    "__rtruediv__": _r(_E.div), "__floordiv__": _E.floor_divide,
+    "__mul__": _E.mul, "__rmul__": _r(_E.mul), "__truediv__": _E.true_divide,
+    "__rtruediv__": _r(_E.true_divide), "__floordiv__": _E.floor_divide,
     "__rfloordiv__": _r(_E.floor_divide), "__mod__": _E.remainder,
     "__rmod__": _r(_E.remainder), "__pow__": _E.pow, "__rpow__": _r(_E.pow),
     "__eq__": _E.eq, "__ne__": _E.ne, "__lt__": _E.lt, "__le__": _E.le, "__gt__": _E.gt,
@@ -111,7 +111,7 @@ def _sized(fn):
 
 
 # in-place variants
-_INPLACE_BINARY = {"add_": _E.add, "sub_": _E.sub, "mul_": _E.mul, "div_": _E.div,
+_INPLACE_BINARY = {"add_": _E.add, "sub_": _E.sub, "mul_": _E.mul, "div_": _E.true_divide,
                    "pow_": _E.pow, "maximum_": _E.maximum, "minimum_": _E.minimum,
                    "remainder_": _E.remainder, "floor_divide_": _E.floor_divide}
 

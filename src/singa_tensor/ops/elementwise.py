@@ -476,8 +476,12 @@ add = _binary("add", "Add", lambda c, g, a, b, o: (g, g), np.add, saves="",
                   "\n        >>> st.add(st.tensor([1, 2]), 10).tolist()\n        [11, 12]\n")
 sub = _binary("sub", "Sub", lambda c, g, a, b, o: (g, -g), np.subtract, saves="")
 mul = _binary("mul", "Mul", lambda c, g, a, b, o: (g * b, g * a), np.multiply, saves="ab")
-div = _binary("div", "Div", lambda c, g, a, b, o: (g / b, g * o / b * -1.0), np.divide,
-              float_only=True, b_domain=(0.5, 3.0), saves="bo")
+true_divide = _binary(
+    "div", "Div", lambda c, g, a, b, o: (g / b, g * o / b * -1.0), np.divide,
+    float_only=True, b_domain=(0.5, 3.0), saves="bo",
+    doc="a / b, always true (float) division, with broadcasting.\n\n    Example:\n"
+        "        >>> import singa_tensor as st\n"
+        "        >>> st.true_divide(st.tensor([1, 3]), 2).tolist()\n        [0.5, 1.5]\n")
 _floor_divide = _binary(
     "floor_divide", None, lambda c, g, a, b, o: (g * 0.0, g * 0.0), np.floor_divide,
     b_domain=(0.5, 3.0), domain=(-5.0, 5.0), differentiable=False)
@@ -590,9 +594,32 @@ _INT_POW = type("IntPow", (OpSpec,), {
 })
 
 
-def true_divide(a, b) -> Tensor:
-    """Same as div: always true (float) division."""
-    return div(a, b)
+def div(a, b, *, rounding_mode: str | None = None) -> Tensor:
+    """a / b with broadcasting: true division by default, or rounded toward zero
+    (rounding_mode="trunc") or toward negative infinity ("floor", Python's //), which keep
+    integer inputs integer.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.tensor([7, -7])
+        >>> st.div(x, 2).tolist(), st.div(x, 2, rounding_mode="trunc").tolist()
+        ([3.5, -3.5], [3, -3])
+    """
+    if rounding_mode is None:
+        return true_divide(a, b)
+    if rounding_mode == "floor":
+        return floor_divide(a, b)
+    if rounding_mode != "trunc":
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got "
+                         f"{rounding_mode!r}")
+    q = floor_divide(a, b)
+    if not q.dtype.is_floating_point:
+        # floor and trunc differ where the exact quotient is negative and not whole
+        a2, b2 = _operands("div", a, b)
+        inexact = ne(q * b2, a2)
+        return where(logical_and(inexact, lt(q, 0)), q + 1, q)
+    t = true_divide(a, b)
+    return where(lt(t, 0.0), ceil(t), floor(t))
 
 
 # ---- comparisons and logic --------------------------------------------------------------------

@@ -35,6 +35,7 @@ def _check_operands(op: str, a, b) -> tuple:
     for x, name in ((a, "first"), (b, "second")):
         if x.__class__ is not Tensor:
             raise TypeError(f"{op}: the {name} argument must be a Tensor, got {type(x).__name__}")
+    for x in (a, b):
         if x.dtype is _dt.bool_:
             raise TypeError(f"{op}: not supported for dtype bool (shapes {a.shape} and "
                             f"{b.shape}); cast to an integer or float dtype first")
