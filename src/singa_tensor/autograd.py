@@ -342,6 +342,8 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, capture=None
                 deps[nxt] = 1
                 stack.append(nxt)
 
+    needed = _ancestors_of(capture, deps, roots) if capture is not None else None
+
     grads: dict[Node, list] = {}
     for t, g in zip(roots, root_grads):
         node, idx = _edge(t)
@@ -374,7 +376,7 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, capture=None
             if isinstance(node, AccumulateGrad):
                 if capture is None and slot[0] is not None:
                     _accumulate_leaf(node.leaf, slot[0], create_graph)
-            else:
+            elif needed is None or node in needed:
                 if any(s is not None for s in slot):
                     node_inputs = _materialize(node, slot)
                     in_grads = node.apply(node_inputs)
@@ -399,6 +401,29 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, capture=None
                     (ready_leaves if nxt.__class__ is AccumulateGrad else ready).append(nxt)
     finally:
         set_grad_enabled(prev.prev)
+
+
+def _ancestors_of(capture: dict, deps: dict, roots) -> set:
+    """The nodes whose backward leads to a captured edge: `grad` runs only those, so it neither
+    computes nor frees parts of the graph that its inputs do not depend on."""
+    targets = {node for node, _ in capture}
+    # a topological order of the reachable graph (roots first), by Kahn's algorithm
+    remaining = dict(deps)
+    order = []
+    frontier = [n for n, d in remaining.items() if d == 0]
+    while frontier:
+        node = frontier.pop()
+        order.append(node)
+        for e in node.next:
+            if e is not None:
+                remaining[e[0]] -= 1
+                if remaining[e[0]] == 0:
+                    frontier.append(e[0])
+    needed = set()  # nodes with a path to a target; a target itself only if it has one too
+    for node in reversed(order):
+        if any(e is not None and (e[0] in needed or e[0] in targets) for e in node.next):
+            needed.add(node)
+    return needed
 
 
 def _materialize(node: Node, slot: list) -> list:
