@@ -629,3 +629,20 @@ def test_grad_runs_only_the_part_of_the_graph_its_inputs_need():
     assert x.grad is None
     h.sum().backward()  # still possible: grad() did not touch h's own graph
     np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0])
+
+
+def test_grad_mode_is_per_thread():
+    import threading
+
+    x = st.ones(2, requires_grad=True)
+    seen = {}
+
+    def worker():
+        seen["worker"] = st.is_grad_enabled() and (x * 2).requires_grad
+
+    with st.no_grad():
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        seen["main"] = (x * 2).requires_grad
+    assert seen == {"worker": True, "main": False}

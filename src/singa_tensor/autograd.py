@@ -11,6 +11,7 @@ records a graph of the backward itself: higher-order gradients come free.
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Callable, Sequence
 
 import numpy as np
@@ -19,11 +20,19 @@ from .tensor import Tensor
 
 # ---- grad mode ---------------------------------------------------------------------------------
 
-_grad_enabled = True
+
+class _GradMode(threading.local):
+    """Grad mode is per thread, as in PyTorch: a no_grad block in a data-loading thread does not
+    switch recording off for the training loop."""
+
+    enabled = True
+
+
+_mode = _GradMode()
 
 
 def is_grad_enabled() -> bool:
-    return _grad_enabled
+    return _mode.enabled
 
 
 class _GradMode:
@@ -54,28 +63,24 @@ class set_grad_enabled(_GradMode):
     """
 
     def __init__(self, mode: bool):
-        global _grad_enabled
-        self.prev = _grad_enabled
+        self.prev = _mode.enabled
         self.mode = bool(mode)
-        _grad_enabled = self.mode
+        _mode.enabled = self.mode
 
     def __call__(self, fn):
         # as a decorator the mode applies while fn runs, not from the moment of decoration
-        global _grad_enabled
-        _grad_enabled = self.prev
+        _mode.enabled = self.prev
         return super().__call__(fn)
 
     def _fresh(self):
         return type(self)(self.mode)
 
     def __enter__(self):
-        global _grad_enabled
-        _grad_enabled = self.mode
+        _mode.enabled = self.mode
         return self
 
     def __exit__(self, *exc):
-        global _grad_enabled
-        _grad_enabled = self.prev
+        _mode.enabled = self.prev
         return False
 
 
@@ -92,14 +97,12 @@ class no_grad(_GradMode):
     """
 
     def __enter__(self):
-        global _grad_enabled
-        self.prev = _grad_enabled
-        _grad_enabled = False
+        self.prev = _mode.enabled
+        _mode.enabled = False
         return self
 
     def __exit__(self, *exc):
-        global _grad_enabled
-        _grad_enabled = self.prev
+        _mode.enabled = self.prev
         return False
 
 
@@ -116,14 +119,12 @@ class enable_grad(_GradMode):
     """
 
     def __enter__(self):
-        global _grad_enabled
-        self.prev = _grad_enabled
-        _grad_enabled = True
+        self.prev = _mode.enabled
+        _mode.enabled = True
         return self
 
     def __exit__(self, *exc):
-        global _grad_enabled
-        _grad_enabled = self.prev
+        _mode.enabled = self.prev
         return False
 
 
@@ -194,7 +195,7 @@ class Node:
                     f"is at version {t._storage.version}, expected version {version}. Use an "
                     "out-of-place op (or .clone()) before modifying it."
                 )
-            if out_idx >= 0 and t.requires_grad is False and self.n_outputs and _grad_enabled:
+            if out_idx >= 0 and t.requires_grad is False and self.n_outputs and _mode.enabled:
                 # re-attach a saved output to this node so double backward can see through it
                 t = t._alias()
                 t.requires_grad = True
@@ -626,7 +627,7 @@ class Function:
 
         ctx = FunctionCtx()
         tensor_args = [a for a in args if isinstance(a, Tensor)]
-        needs = any(a.requires_grad for a in tensor_args) and _grad_enabled
+        needs = any(a.requires_grad for a in tensor_args) and _mode.enabled
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         with no_grad():
             out = cls.forward(ctx, *args, **kwargs)

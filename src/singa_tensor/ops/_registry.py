@@ -73,7 +73,7 @@ def apply(spec, *args, **attrs):
     nc = spec.__dict__.get("node_class")
     ctx = nc() if nc is not None else _ag.Node()
     out = spec.forward(ctx, *args, **attrs)
-    if _ag._grad_enabled and spec.differentiable:
+    if _ag._mode.enabled and spec.differentiable:
         for a in args:
             if a.__class__ is Tensor and a.requires_grad:
                 _ag.record(spec, ctx, args, out)

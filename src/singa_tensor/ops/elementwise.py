@@ -453,7 +453,7 @@ def _binary(name, onnx, backward, reference, *, float_only=False, out_bool=False
                 and a._device is b._device and a.dtype in fast_dtypes):
             ctx = Spec.node_class()
             out = forward(ctx, a, b)
-            if _ag._grad_enabled and (a.requires_grad or b.requires_grad) and Spec.differentiable:
+            if _ag._mode.enabled and (a.requires_grad or b.requires_grad) and Spec.differentiable:
                 _ag.record(Spec, ctx, (a, b), out)
             return out
         a, b = _operands(name, a, b, float_only)

@@ -33,7 +33,7 @@ def _views_a_leaf(x: Tensor) -> bool:
 def check_inplace(x: Tensor, op: str) -> None:
     if x.__class__ is not Tensor:
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
-    if _ag._grad_enabled and x.requires_grad:
+    if _ag._mode.enabled and x.requires_grad:
         if x._node is None:
             raise RuntimeError(
                 f"{op}: a leaf tensor that requires grad is being used in an in-place "
@@ -70,7 +70,7 @@ def write_result(x: Tensor, result: Tensor, op: str) -> Tensor:
                 f"{op}: result type {result.dtype.name} can't be cast to the desired output type "
                 f"{x.dtype.name}"
             )
-    tracked = result.requires_grad and _ag._grad_enabled
+    tracked = result.requires_grad and _ag._mode.enabled
     if tracked and x._node is not None and getattr(x._node, "name", None) in VIEW_OPS:
         raise RuntimeError(
             f"{op}: in-place modification of a view of a tensor that requires grad is not "
@@ -94,7 +94,7 @@ def _tracked_input(x: Tensor) -> Tensor:
 
 def inplace_binary(x: Tensor, other, fn, op: str) -> Tensor:
     check_inplace(x, op)
-    if (not _ag._grad_enabled or not (x.requires_grad or getattr(other, "requires_grad", False))):
+    if (not _ag._mode.enabled or not (x.requires_grad or getattr(other, "requires_grad", False))):
         # fast path: the kernel writes straight into x when the layout allows
         if (x._contig and other.__class__ is Tensor and other.dtype is x.dtype
                 and other._shape == x._shape and other._contig and x.dtype.is_floating_point
@@ -118,7 +118,7 @@ _DIRECT_BINARY = {"add", "sub", "mul", "div", "maximum", "minimum"}
 
 def inplace_unary(x: Tensor, fn, op: str, *args, **kwargs) -> Tensor:
     check_inplace(x, op)
-    if not _ag._grad_enabled or not x.requires_grad:
+    if not _ag._mode.enabled or not x.requires_grad:
         with _ag.no_grad():
             r = fn(x, *args, **kwargs)
         return write_result(x, r, op)
@@ -141,7 +141,7 @@ def fill_(x: Tensor, value) -> Tensor:
             raise ValueError("fill_: only supports a 0-dimensional value tensor")
         value = value.item()
     if x.numel():
-        if _ag._grad_enabled and x.requires_grad:
+        if _ag._mode.enabled and x.requires_grad:
             # the new value does not depend on the old one: the graph restarts here
             copy_into(creation.scalar_tensor(value, x.dtype, x.device), x)
             x._node = None
@@ -179,7 +179,7 @@ def copy_(x: Tensor, src) -> Tensor:
         src = src.to(x.device)
     if src.dtype is not x.dtype:
         src = cast(src, x.dtype)
-    if _ag._grad_enabled and src.requires_grad:
+    if _ag._mode.enabled and src.requires_grad:
         from .layout import clone
 
         return write_result(x, clone(expand(src, *x._shape) if src._shape != x._shape else src),
@@ -189,7 +189,7 @@ def copy_(x: Tensor, src) -> Tensor:
     if broadcast_shapes(src._shape, x._shape, op="copy_") != x._shape:
         raise ValueError(f"copy_: source of shape {src._shape} does not broadcast to {x._shape}")
     copy_into(contiguous(src) if src._storage is x._storage else src, x)
-    if x._node is not None and _ag._grad_enabled:
+    if x._node is not None and _ag._mode.enabled:
         x._node = None
         x.requires_grad = False
     return x

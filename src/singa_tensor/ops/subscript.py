@@ -349,7 +349,7 @@ def _assign(x: Tensor, key, value, accumulate: bool, op: str) -> Tensor:
     check_inplace(x, op)
     p = _parse(x, key, op)
     value = _value_arg(op, x, value, p.rshape)
-    if _ag._grad_enabled and (x.requires_grad or value.requires_grad):
+    if _ag._mode.enabled and (x.requires_grad or value.requires_grad):
         return write_result(x, apply(IndexPut, x, value, p, accumulate), op)
     if value._storage is x._storage:  # overlapping source and destination
         value = _fresh_copy(value)
