@@ -67,11 +67,9 @@ class Tensor:
     # defaults (an instance __dict__ appears only when one is set), which keeps creating a
     # tensor, done once per op, cheap.
     __slots__ = ("_storage", "_offset", "_shape", "_strides", "_contig", "dtype", "_device",
-                 "_be", "__dict__", "__weakref__")
+                 "_be", "requires_grad", "_node", "__dict__", "__weakref__")
     __array_priority__ = 1000  # numpy defers mixed operators to Tensor
-    requires_grad = False
     grad = None
-    _node = None
     _out = 0
     _accum = None
     _hooks = None
@@ -98,6 +96,8 @@ class Tensor:
         t.dtype = dtype
         t._device = device
         t._be = be if be is not None else _backend.get(device)
+        t.requires_grad = False
+        t._node = None
         return t
 
     @staticmethod
