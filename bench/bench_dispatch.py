@@ -49,7 +49,6 @@ def main() -> None:
     rows.append(("st: a + b, recorded for autograd", lambda: a + b))
 
     print(f"singa_tensor {st.__version__}, {st.get_num_threads()} threads; us per call, best of 5")
-    ours = None
     for label, fn in rows:
         if label.startswith("st: a + b, no_grad"):
             with st.no_grad():
