@@ -328,3 +328,15 @@ def test_randperm_is_a_permutation():
     st.manual_seed(9)
     np.testing.assert_array_equal(st.randperm(50).numpy(), vals)
     assert st.randperm(0).shape == (0,)
+
+
+def test_randperm_is_uniform_over_first_position():
+    st.manual_seed(3)
+    firsts = np.array([st.randperm(4)[0].item() for _ in range(4000)])
+    counts = np.bincount(firsts, minlength=4)
+    assert counts.min() > 850 and counts.max() < 1150, counts  # 1000 expected each
+
+
+def test_randperm_rejects_negative_n():
+    with pytest.raises(ValueError, match="randperm: n must be a non-negative int"):
+        st.randperm(-1)

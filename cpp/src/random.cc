@@ -81,4 +81,16 @@ void st_randint_i64(int64_t* y, int64_t n, uint64_t seed, uint64_t offset, int64
     }
   });
 }
+
+void st_randperm_i64(int64_t* y, int64_t n, uint64_t seed, uint64_t offset) {
+  for (int64_t i = 0; i < n; ++i) y[i] = i;
+  for (int64_t i = n - 1; i > 0; --i) {
+    st::Philox4 r = st::philox(seed, offset + uint64_t(i));
+    uint64_t v = uint64_t(r.v[1]) << 32 | r.v[0];
+    int64_t j = int64_t((uint64_t)(((unsigned __int128)v * uint64_t(i + 1)) >> 64));
+    int64_t t = y[i];
+    y[i] = y[j];
+    y[j] = t;
+  }
+}
 }

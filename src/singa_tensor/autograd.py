@@ -195,7 +195,7 @@ class Node:
                     f"is at version {t._storage.version}, expected version {version}. Use an "
                     "out-of-place op (or .clone()) before modifying it."
                 )
-            if out_idx >= 0 and t.requires_grad is False and self.n_outputs and _mode.enabled:
+            if out_idx >= 0 and not t.requires_grad and _mode.enabled:
                 # re-attach a saved output to this node so double backward can see through it
                 t = t._alias()
                 t.requires_grad = True

@@ -455,9 +455,18 @@ def randperm(n: int, generator=None, dtype=None, device=None) -> Tensor:
         >>> sorted(st.randperm(5).tolist())
         [0, 1, 2, 3, 4]
     """
-    keys = rand(n, generator=generator, dtype=_dt.float64)
-    perm = np.argsort(keys.numpy(), kind="stable")
-    return tensor(perm, dtype=_dtype_or(dtype, _dt.int64), device=device)
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"randperm: n must be a non-negative int, got {n!r}")
+    t = _new((int(n),), _dt.int64, device)
+    seed, offset = _gen(generator)._take(int(n))
+    if n:
+        t._be.kernel("st_randperm_i64")(t._storage.ptr, int(n), seed, offset)
+    d = _dtype_or(dtype, _dt.int64)
+    if d is not _dt.int64:
+        from .ops.layout import cast
+
+        t = cast(t, d)
+    return t
 
 
 def rand_like(x: Tensor, generator=None, dtype=None) -> Tensor:

@@ -189,6 +189,8 @@ int64_t st_nonzero_u8(const uint8_t* x, int64_t n, int64_t* out, int64_t cap);
 ST_FLOAT_TYPES(ST_DECL_RANDOM, _)
 void st_randint_i64(int64_t* y, int64_t n, uint64_t seed, uint64_t offset, int64_t low,
                     int64_t high);
+/* a uniformly random permutation of 0..n-1 (Fisher-Yates; step i draws from block offset + i) */
+void st_randperm_i64(int64_t* y, int64_t n, uint64_t seed, uint64_t offset);
 
 /* memory: a caching allocator. Freed blocks are kept by size class and reused, so a
  * steady-state training loop stops asking the OS for pages (fresh pages cost a page fault
