@@ -646,3 +646,31 @@ def test_grad_mode_is_per_thread():
         t.join()
         seen["main"] = (x * 2).requires_grad
     assert seen == {"worker": True, "main": False}
+
+
+def test_a_temporary_leaf_is_freed_without_the_garbage_collector():
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        x = st.ones(3, requires_grad=True)
+        (x * 2).sum().backward()
+        ref = weakref.ref(x)
+        del x
+        assert ref() is None  # no reference cycle through its gradient accumulator
+    finally:
+        gc.enable()
+
+
+def test_backward_after_the_leaf_is_gone_still_reaches_other_leaves():
+    import weakref
+
+    x = st.ones(2, requires_grad=True)
+    w = st.full((2,), 3.0, requires_grad=True)
+    y = (x + w).sum()  # add saves neither input, so the graph does not keep x alive
+    ref = weakref.ref(x)
+    del x
+    assert ref() is None
+    y.backward()
+    np.testing.assert_allclose(w.grad.numpy(), [1.0, 1.0])

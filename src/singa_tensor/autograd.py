@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from typing import Callable, Sequence
 
 import numpy as np
@@ -237,12 +238,21 @@ _NODE_KEEP = {"next", "needs_input_grad", "n_outputs", "spec", "name", "leaf"}
 
 
 class AccumulateGrad(Node):
-    """Graph sink for a leaf tensor: adds the incoming gradient to `leaf.grad`."""
+    """Graph sink for a leaf tensor: adds the incoming gradient to `leaf.grad`.
+
+    The leaf caches its accumulator, so the accumulator refers back to it only weakly: a
+    strong reference both ways would keep every temporary leaf alive until a garbage-collector
+    pass. A leaf deleted before backward simply receives nothing."""
 
     name = "AccumulateGrad"
 
     def __init__(self, leaf):
-        self.leaf = leaf
+        self._leaf = weakref.ref(leaf)
+        self.shape = leaf._shape
+
+    @property
+    def leaf(self):
+        return self._leaf()
 
     def _release(self) -> None:
         pass
@@ -375,8 +385,9 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, capture=None
                     if (node, i) in capture and slot[i] is not None:
                         capture[(node, i)] = slot[i]
             if isinstance(node, AccumulateGrad):
-                if capture is None and slot[0] is not None:
-                    _accumulate_leaf(node.leaf, slot[0], create_graph)
+                leaf = node.leaf
+                if capture is None and slot[0] is not None and leaf is not None:
+                    _accumulate_leaf(leaf, slot[0], create_graph)
             elif needed is None or node in needed:
                 if any(s is not None for s in slot):
                     node_inputs = _materialize(node, slot)
@@ -442,7 +453,7 @@ def _materialize(node: Node, slot: list) -> list:
 def _match(g, nxt: Node, idx: int, producer: Node):
     """Check a backward's output against the input it is for."""
     if isinstance(nxt, AccumulateGrad):
-        shape = nxt.leaf.shape
+        shape = nxt.shape
     else:
         shape = nxt._outputs_meta[idx][0]
     if g.shape != shape:

@@ -25,7 +25,8 @@ def _views_a_leaf(x: Tensor) -> bool:
         if e is None:
             return False
         if isinstance(e[0], AccumulateGrad):
-            return e[0].leaf.requires_grad
+            leaf = e[0].leaf
+            return leaf is not None and leaf.requires_grad
         node = e[0]
     return False
 
