@@ -674,3 +674,52 @@ def test_backward_after_the_leaf_is_gone_still_reaches_other_leaves():
     assert ref() is None
     y.backward()
     np.testing.assert_allclose(w.grad.numpy(), [1.0, 1.0])
+
+
+def test_inplace_through_views_of_a_non_leaf_updates_its_gradient():
+    xv = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    x = st.tensor(xv, requires_grad=True)
+    y = x * 2
+    y[0].mul_(3)
+    y[:, 1] += 10
+    (y * y).sum().backward()
+    yv = 2 * xv
+    yv[0] *= 3
+    yv[:, 1] += 10
+    np.testing.assert_allclose(y.detach().numpy(), yv)
+    dx = 2 * yv * 2
+    dx[0] *= 3
+    np.testing.assert_allclose(x.grad.numpy(), dx)
+
+
+def test_inplace_into_a_view_of_a_plain_buffer_tracks_the_written_value():
+    buf = st.zeros(2, 3)
+    w = st.ones(3, requires_grad=True)
+    buf[1].add_(w * 5)
+    assert buf.requires_grad
+    (buf * buf).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [50.0, 50.0, 50.0])  # d/dw (5w)^2 = 50w
+
+
+def test_inplace_through_views_passes_gradcheck():
+    def f(x):
+        y = x * 1.5 + 0.5  # (exp would save its output, which the write then invalidates)
+        y[1:, ::2].mul_(x[1:, ::2].sin())
+        return y.sum(dim=0)
+
+    x = st.randn(3, 4, dtype=st.float64, requires_grad=True)
+    assert st.autograd.gradcheck(f, (x,))
+    assert st.autograd.gradgradcheck(f, (x,))
+
+
+def test_inplace_on_an_expanded_view_is_refused():
+    y = st.ones(3, requires_grad=True) * 2
+    v = y.expand(2, 3)
+    with pytest.raises(RuntimeError, match="more than one element"):
+        v.add_(st.ones(2, 3, requires_grad=True))
+
+
+def test_inplace_on_a_view_of_a_leaf_is_refused():
+    x = st.ones(2, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="view of a leaf"):
+        x[0].mul_(2)

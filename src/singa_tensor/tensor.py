@@ -70,6 +70,7 @@ class Tensor:
                  "_be", "requires_grad", "_node", "__dict__", "__weakref__")
     __array_priority__ = 1000  # numpy defers mixed operators to Tensor
     grad = None
+    _base = None
     _out = 0
     _accum = None
     _hooks = None
@@ -111,9 +112,13 @@ class Tensor:
         return Tensor._make(be.empty(n, dtype), shape, None, 0, dtype, device, be)
 
     def _view(self, shape: tuple, strides: tuple, offset: int) -> Tensor:
-        """A raw view sharing storage; autograd bookkeeping is the caller's business."""
-        return Tensor._make(self._storage, shape, strides, offset, self.dtype, self._device,
-                            self._be)
+        """A raw view sharing storage; autograd bookkeeping is the caller's business. The view
+        remembers the tensor whose storage it shows (`_base`), so that an in-place write
+        through it can update that tensor's place in the graph."""
+        t = Tensor._make(self._storage, shape, strides, offset, self.dtype, self._device,
+                         self._be)
+        t._base = self._base if self._base is not None else self
+        return t
 
     def _alias(self) -> Tensor:
         """Same data and view, no autograd history."""

@@ -9,6 +9,7 @@ backward detects that a tensor it saved has since been overwritten.
 from __future__ import annotations
 
 from .. import autograd as _ag
+from .. import dtype as _dt
 from ..autograd import AccumulateGrad
 from ..tensor import Tensor
 from ._registry import contiguous, copy_into, kernel, ptr
@@ -72,17 +73,55 @@ def write_result(x: Tensor, result: Tensor, op: str) -> Tensor:
                 f"{x.dtype.name}"
             )
     tracked = result.requires_grad and _ag._mode.enabled
-    if tracked and x._node is not None and getattr(x._node, "name", None) in VIEW_OPS:
-        raise RuntimeError(
-            f"{op}: in-place modification of a view of a tensor that requires grad is not "
-            "supported; compute the new value out of place instead"
-        )
-    copy_into(result, x)
+    base = x._base
+    if tracked and base is not None and base._storage is x._storage:
+        new_base = _base_after_write(base, x, result, op)
+        copy_into(result, x)
+        base._node, base._out, base.requires_grad = new_base._node, new_base._out, True
+    else:
+        copy_into(result, x)
     if tracked:
         x._node = result._node
         x._out = result._out
         x.requires_grad = True
     return x
+
+
+def _base_after_write(base: Tensor, view: Tensor, result: Tensor, op: str) -> Tensor:
+    """The graph value of base once result is written through view (PyTorch's CopySlices):
+    result where the view lies, base's old value elsewhere. Built with `where`, which saves
+    only its mask, so overwriting base's storage afterwards breaks nothing saved."""
+    from .. import creation
+    from .elementwise import where
+    from .index import as_strided_backward
+
+    if base._node is None and base.requires_grad:
+        raise RuntimeError(
+            f"{op}: a view of a leaf tensor that requires grad is being used in an in-place "
+            "operation"
+        )
+    if not base._contig:
+        raise RuntimeError(
+            f"{op}: in-place modification of a view of a non-contiguous tensor that requires "
+            "grad is not supported; compute the new value out of place instead"
+        )
+    if any(n > 1 and s == 0 for n, s in zip(view._shape, view._strides)):
+        raise RuntimeError(
+            f"{op}: unsupported operation: more than one element of the written-to tensor "
+            "refers to a single memory location; clone() it first"
+        )
+    layout = (view._shape, view._strides, view._offset - base._offset)
+    try:
+        placed = as_strided_backward(result, base._shape, *layout)
+    except ValueError:
+        raise RuntimeError(
+            f"{op}: in-place modification of this kind of view of a tensor that requires grad "
+            "is not supported; compute the new value out of place instead"
+        ) from None
+    with _ag.no_grad():
+        ones = creation.ones(view._shape, dtype=_dt.bool_, device=view.device)
+        mask = as_strided_backward(ones, base._shape, *layout)
+    return where(mask, placed, base)
 
 
 def _tracked_input(x: Tensor) -> Tensor:
