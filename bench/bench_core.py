@@ -60,9 +60,16 @@ class Row:
         self.times: dict[str, float | None] = {"ours": None, "numpy": None, "torch": None}
 
 
+# Thread pools spin for a while after their last task (PyTorch's OpenMP/MKL pools for about
+# 200 ms by default) and would then compete for the cores with whichever library is timed
+# next in this process; a pause before each library's timing lets them all go idle.
+SETTLE_S = 0.3
+
+
 def run_row(row: Row, impls: dict, args) -> Row:
     for lib, fn in impls.items():
         if fn is not None:
+            time.sleep(SETTLE_S)
             row.times[lib] = median_time(fn, args.warmup, args.repeat, getattr(fn, "inner", 1))
     return row
 
