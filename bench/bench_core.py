@@ -13,9 +13,12 @@ from __future__ import annotations
 import argparse
 import ctypes
 import glob
+import importlib.util
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 
@@ -23,10 +26,11 @@ import numpy as np
 
 import singa_tensor as st
 
-try:
-    import torch
-except ImportError:  # the torch columns are optional
-    torch = None
+# PyTorch is timed in a child process of the same run (see main): loading it into this process
+# made OpenBLAS matrix products here 20-40% slower (measured on a 2-core machine), which would
+# have charged PyTorch's presence to the other columns.
+torch = None
+LIBS = {"ours", "numpy", "torch"}  # the libraries this process times
 
 
 def median_time(fn, warmup: int, repeat: int, inner: int = 1) -> float:
@@ -68,7 +72,7 @@ SETTLE_S = 0.3
 
 def run_row(row: Row, impls: dict, args) -> Row:
     for lib, fn in impls.items():
-        if fn is not None:
+        if fn is not None and lib in LIBS:
             time.sleep(SETTLE_S)
             row.times[lib] = median_time(fn, args.warmup, args.repeat, getattr(fn, "inner", 1))
     return row
@@ -244,32 +248,63 @@ def print_table(rows: list[Row]) -> None:
                         enumerate(zip(line, widths))))
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="fewer repeats (a smoke check)")
-    p.add_argument("--repeat", type=int, default=None, help="timed samples per measurement")
-    p.add_argument("--warmup", type=int, default=None, help="untimed calls before timing")
-    p.add_argument("--no-torch", action="store_true", help="skip the PyTorch columns")
-    args = p.parse_args(argv)
-    args.repeat = args.repeat or (3 if args.quick else 11)
-    args.warmup = args.warmup or (1 if args.quick else 3)
-    global torch
-    if args.no_torch:
-        torch = None
-
-    print(f"python {platform.python_version()}, numpy {np.__version__}, singa_tensor "
-          f"{st.__version__}, torch {torch.__version__ if torch else 'not installed'}")
-    print(f"cpu cores (os.cpu_count): {os.cpu_count()}; threads: singa_tensor "
-          f"{st.get_num_threads()}, numpy OpenBLAS {numpy_blas_threads() or 'unknown'}, torch "
-          f"{torch.get_num_threads() if torch else '-'}")
-    print(f"median of {args.repeat} runs after {args.warmup} warm-up; times per call; ratios are "
-          "ours/peer time (below 1.00x: ours is faster); rates are work per second\n")
-
+def collect(args) -> list[Row]:
     rows = [bench_sgemm(args)]
     rows += bench_elementwise(args)
     rows += bench_rows_reduce(args)
     rows.append(bench_dispatch(args))
     rows.append(bench_mlp_step(args))
+    return rows
+
+
+def torch_worker(args) -> None:
+    """Time only the PyTorch column and print it as JSON (run by main in a child process)."""
+    global torch, LIBS
+    import torch as _torch
+
+    torch, LIBS = _torch, {"torch"}
+    rows = collect(args)
+    print(json.dumps({"version": torch.__version__, "threads": torch.get_num_threads(),
+                      "times": {r.name: r.times["torch"] for r in rows}}))
+
+
+def torch_column(args) -> dict | None:
+    if args.no_torch or importlib.util.find_spec("torch") is None:
+        return None
+    cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker",
+           "--repeat", str(args.repeat), "--warmup", str(args.warmup)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> None:
+    global LIBS
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer repeats (a smoke check)")
+    p.add_argument("--repeat", type=int, default=None, help="timed samples per measurement")
+    p.add_argument("--warmup", type=int, default=None, help="untimed calls before timing")
+    p.add_argument("--no-torch", action="store_true", help="skip the PyTorch columns")
+    p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.repeat = args.repeat or (3 if args.quick else 11)
+    args.warmup = args.warmup or (1 if args.quick else 3)
+    if args.torch_worker:
+        torch_worker(args)
+        return
+
+    LIBS = {"ours", "numpy"}
+    rows = collect(args)
+    peer = torch_column(args)
+    if peer is not None:
+        for r in rows:
+            r.times["torch"] = peer["times"].get(r.name)
+    print(f"python {platform.python_version()}, numpy {np.__version__}, singa_tensor "
+          f"{st.__version__}, torch {peer['version'] if peer else 'not used'}")
+    print(f"cpu cores (os.cpu_count): {os.cpu_count()}; threads: singa_tensor "
+          f"{st.get_num_threads()}, numpy OpenBLAS {numpy_blas_threads() or 'unknown'}, torch "
+          f"{peer['threads'] if peer else '-'} (timed in a child process of this run)")
+    print(f"median of {args.repeat} runs after {args.warmup} warm-up; times per call; ratios are "
+          "ours/peer time (below 1.00x: ours is faster); rates are work per second\n")
     print_table(rows)
     g = rows[0]
     if g.times["ours"] and g.times["numpy"]:
