@@ -8,12 +8,13 @@ import pytest
 
 import singa_tensor as st
 from singa_tensor.ops import REGISTRY
+from singa_tensor.ops import masks as mask_ops
 from singa_tensor.ops import padding as pad_ops
 from singa_tensor.ops import shape as shape_ops
 
 from .helpers import DEVICE, as_tensor, assert_close, to_numpy
 
-_MODULES = (shape_ops.__name__, pad_ops.__name__)
+_MODULES = (shape_ops.__name__, pad_ops.__name__, mask_ops.__name__)
 SHAPE_SPECS = sorted((s for s in REGISTRY.values() if s.fn.__module__ in _MODULES
                       or s.__module__ in _MODULES), key=lambda s: s.name)
 DIFF_SPECS = [s for s in SHAPE_SPECS if s.differentiable]

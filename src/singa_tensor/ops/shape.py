@@ -15,7 +15,6 @@ from typing import Sequence
 import numpy as np
 
 from .. import creation
-from .. import dtype as _dt
 from ..tensor import Tensor, _wrap_dim
 from ._registry import (
     OpSpec,
@@ -25,8 +24,7 @@ from ._registry import (
     expect_tensor,
     register,
 )
-from .elementwise import eq, ge, le, logical_not, masked_fill, sub
-from .layout import cast, clone, expand, permute, reshape, transpose
+from .layout import clone, expand, permute, reshape, transpose
 from .layout import view as _view
 from .reduce import normalize_dims
 
@@ -758,80 +756,6 @@ def reshape_as(x: Tensor, other: Tensor) -> Tensor:
     return reshape(x, *expect_tensor("reshape_as", other, "other")._shape)
 
 
-def _triangle(op: str, x: Tensor, diagonal: int, lower: bool) -> Tensor:
-    expect_tensor(op, x)
-    if x.ndim < 2:
-        raise ValueError(f"{op}: input must have at least 2 dimensions, got shape {x._shape}")
-    (diagonal,) = _ints(op, (diagonal,), "diagonal")
-    n, m = x._shape[-2:]
-    rows = reshape(creation.arange(n, device=x._device), n, 1)
-    offset = sub(creation.arange(m, device=x._device), rows)  # column - row, shape (n, m)
-    keep = le(offset, diagonal) if lower else ge(offset, diagonal)
-    return masked_fill(x, logical_not(keep), 0)
-
-
-def tril(x: Tensor, diagonal: int = 0) -> Tensor:
-    """The lower triangle of the last two dimensions (elements with column - row <= diagonal);
-    the rest is zero.
-
-    Example:
-        >>> import singa_tensor as st
-        >>> st.ones(2, 2).tril().tolist()
-        [[1.0, 0.0], [1.0, 1.0]]
-    """
-    return _triangle("tril", x, diagonal, True)
-
-
-def triu(x: Tensor, diagonal: int = 0) -> Tensor:
-    """The upper triangle of the last two dimensions (elements with column - row >= diagonal);
-    the rest is zero.
-
-    Example:
-        >>> import singa_tensor as st
-        >>> st.ones(2, 2).triu(1).tolist()
-        [[0.0, 1.0], [0.0, 0.0]]
-    """
-    return _triangle("triu", x, diagonal, False)
-
-
-def one_hot(indices: Tensor, num_classes: int = -1) -> Tensor:
-    """int64 class indices to int64 one-hot vectors along a new last dimension
-    (num_classes=-1: one more than the largest index).
-
-    Example:
-        >>> import singa_tensor as st
-        >>> st.one_hot(st.tensor([0, 2]), 3).tolist()
-        [[1, 0, 0], [0, 0, 1]]
-    """
-    expect_tensor("one_hot", indices, "indices")
-    if indices.dtype is not _dt.int64:
-        raise TypeError(f"one_hot: indices must be an int64 tensor, got {indices.dtype.name}")
-    (num_classes,) = _ints("one_hot", (num_classes,), "num_classes")
-    values = np.asarray(indices)
-    if num_classes == -1:
-        if values.size == 0:
-            raise ValueError("one_hot: can not infer the number of classes from an empty tensor; "
-                             "pass num_classes")
-        num_classes = int(values.max()) + 1
-    elif num_classes < 0:
-        raise ValueError(f"one_hot: num_classes must be -1 or non-negative, got {num_classes}")
-    if values.size:
-        lo, hi = int(values.min()), int(values.max())
-        if lo < 0:
-            raise ValueError(f"one_hot: class values must be non-negative, got {lo}")
-        if hi >= num_classes:
-            raise ValueError(f"one_hot: class value {hi} is too large for num_classes="
-                             f"{num_classes}")
-    classes = creation.arange(num_classes, device=indices._device)
-    return cast(eq(apply(Unsqueeze, indices, indices.ndim), classes), _dt.int64)
-
-
-def _one_hot_reference(indices, num_classes=-1):
-    if num_classes == -1:
-        num_classes = int(indices.max()) + 1
-    return (indices[..., None] == np.arange(num_classes)).astype(np.int64)
-
-
 # ---- composites: the registry's view of the public functions above ------------------------------
 
 Squeeze.fn = staticmethod(squeeze)
@@ -876,17 +800,8 @@ _composite("view_as", "Reshape", view_as, lambda x, other: x.reshape(other.shape
            lambda: [((_rand(6), _rand(2, 3)), {})])
 _composite("reshape_as", "Reshape", reshape_as, lambda x, other: x.reshape(other.shape),
            lambda: [((_rand(6), _rand(3, 2)), {})])
-_composite("tril", "Trilu", tril, lambda x, diagonal=0: np.tril(x, diagonal),
-           lambda: [((_x234,), {}), ((_rand(3, 5), -1), {}), ((_rand(4, 2),), {"diagonal": 1})])
-_composite("triu", "Trilu", triu, lambda x, diagonal=0: np.triu(x, diagonal),
-           lambda: [((_x234,), {}), ((_rand(3, 5), 2), {}), ((_rand(4, 2),), {"diagonal": -1})])
-_composite("one_hot", "OneHot", one_hot, _one_hot_reference,
-           lambda: [((np.array([0, 3, 1], dtype=np.int64),), {}),
-                    ((np.array([[0, 2], [1, 1]], dtype=np.int64), 4), {}),
-                    ((np.array(2, dtype=np.int64), 3), {})],
-           differentiable=False, dtypes=("int64",))
 __all__ = [
-    "cat", "chunk", "expand_as", "flatten", "flip", "moveaxis", "movedim", "narrow", "one_hot",
+    "cat", "chunk", "expand_as", "flatten", "flip", "moveaxis", "movedim", "narrow",
     "repeat", "reshape_as", "roll", "select", "slice_view", "split", "squeeze", "stack",
-    "swapaxes", "swapdims", "tile", "tril", "triu", "unbind", "unsqueeze", "view_as",
+    "swapaxes", "swapdims", "tile", "unbind", "unsqueeze", "view_as",
 ]
