@@ -66,3 +66,30 @@ def test_caching_allocator_reuses_freed_blocks():
     assert be.allocated_bytes() >= allocated + n * 4
     del b
     assert be.cached_bytes() >= cached
+
+
+def test_cache_limit_zero_returns_freed_blocks_to_the_system():
+    from singa_tensor.backend import cpu
+
+    cpu.empty_cache()
+    cpu.set_cache_limit(0)
+    try:
+        a = st.empty(1 << 20)  # 4 MiB, above the small-buffer path
+        del a
+        assert cpu.cached_bytes() == 0
+    finally:
+        cpu.set_cache_limit(4 << 30)
+    with pytest.raises(ValueError, match="non-negative byte count"):
+        cpu.set_cache_limit(-1)
+
+
+def test_cache_limit_from_the_environment_is_validated():
+    import subprocess
+    import sys
+
+    env = {"SINGA_TENSOR_CPU_CACHE_LIMIT": "lots", "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-c", "import singa_tensor as st; st.ones(1)"],
+                       capture_output=True,
+                       text=True, env=env)
+    assert r.returncode != 0
+    assert "SINGA_TENSOR_CPU_CACHE_LIMIT must be a non-negative number of bytes" in r.stderr

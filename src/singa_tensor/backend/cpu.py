@@ -110,6 +110,29 @@ def from_numpy(array: np.ndarray, dtype) -> Storage:
     return Storage(ptr, array.nbytes, dtype.storage, array)
 
 
+def set_cache_limit(nbytes: int) -> None:
+    """Most bytes of freed buffers the allocator keeps for reuse (default 4 GiB; also set by
+    the environment variable SINGA_TENSOR_CPU_CACHE_LIMIT at import)."""
+    if nbytes < 0:
+        raise ValueError(f"set_cache_limit: expected a non-negative byte count, got {nbytes}")
+    lib.st_set_cache_limit(int(nbytes))
+
+
+def _limit_from_env() -> None:
+    v = os.environ.get("SINGA_TENSOR_CPU_CACHE_LIMIT")
+    if v is None:
+        return
+    try:
+        set_cache_limit(int(v))
+    except ValueError:
+        raise ValueError(
+            f"SINGA_TENSOR_CPU_CACHE_LIMIT must be a non-negative number of bytes, got {v!r}"
+        ) from None
+
+
+_limit_from_env()
+
+
 def cached_bytes() -> int:
     return lib.st_cached_bytes()
 
