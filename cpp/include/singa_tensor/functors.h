@@ -22,15 +22,35 @@ ST_HD bool is_nan(T x) {
   return x != x;  // false for integers, true only for NaN
 }
 
+ST_HD float f32_from_bits(int32_t i) {
+  float x;
+  std::memcpy(&x, &i, sizeof(x));
+  return x;
+}
+
+// Cody-Waite reduction shared by exp and expm1: x = n ln2 + r with |r| <= ln2/2; ln2 is split
+// in two so that n * ln2_hi is exact. Returns n, writes r.
+ST_HD float exp_reduce(float x, float* r) {
+  float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  *r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  return n;
+}
+
+// v * 2^n for n in [-150, 128], as two factors that are each a normal float, so results in the
+// denormal range and at the top of the range need no branch
+ST_HD float scale_pow2(float v, int32_t n) {
+  int32_t n1 = n >> 1, n2 = n - n1;
+  return v * f32_from_bits((n1 + 127) << 23) * f32_from_bits((n2 + 127) << 23);
+}
+
 // exp for float32 that vectorises: Cody-Waite range reduction to [-ln2/2, ln2/2], a degree-6
 // polynomial (relative error below 2 ulp), and 2^n built from exponent bits in two halves, so
 // that results in the denormal range come out right without a branch. The libm call cannot be
 // vectorised without -ffast-math, and exp dominates softmax, sigmoid, silu and elu.
 ST_HD float fast_expf(float x) {
   float xc = x > 88.7228394f ? 88.7228394f : (x < -104.0f ? -104.0f : x);
-  float n = std::floor(xc * 1.44269504088896341f + 0.5f);
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
+  float r;
+  float n = exp_reduce(xc, &r);
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -38,13 +58,7 @@ ST_HD float fast_expf(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  int32_t ni = static_cast<int32_t>(n);
-  int32_t n1 = ni >> 1, n2 = ni - n1;
-  int32_t b1 = (n1 + 127) << 23, b2 = (n2 + 127) << 23;
-  float s1, s2;
-  std::memcpy(&s1, &b1, sizeof(s1));
-  std::memcpy(&s2, &b2, sizeof(s2));
-  float y = p * s1 * s2;
+  float y = scale_pow2(p, static_cast<int32_t>(n));
   y = x > 88.7228394f ? INFINITY : y;
   y = x < -103.972076f ? 0.0f : y;
   return x != x ? x : y;
@@ -86,11 +100,6 @@ ST_HD int32_t f32_bits(float x) {
   int32_t i;
   std::memcpy(&i, &x, sizeof(i));
   return i;
-}
-ST_HD float f32_from_bits(int32_t i) {
-  float x;
-  std::memcpy(&x, &i, sizeof(x));
-  return x;
 }
 
 // log(u) + c for finite u > 0 (denormals included) and a small correction c that log1p needs.
@@ -147,9 +156,8 @@ ST_HD float fast_log1pf(float x) {
 // n = +-1 cases free of cancellation; 2^n is applied in two halves so n = 128 does not overflow.
 ST_HD float fast_expm1f(float x) {
   float xc = x > 88.7228394f ? 88.7228394f : (x < -30.0f ? -30.0f : x);
-  float n = std::floor(xc * 1.44269504088896341f + 0.5f);
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
+  float r;
+  float n = exp_reduce(xc, &r);
   float p = 2.480953117e-05f;
   p = p * r + 1.990530582e-04f;
   p = p * r + 1.388894860e-03f;
@@ -160,8 +168,7 @@ ST_HD float fast_expm1f(float x) {
   int32_t ni = static_cast<int32_t>(n);
   int32_t nc = ni > 25 ? 25 : ni;
   float c = 1.0f - f32_from_bits((127 - nc) << 23);
-  int32_t n1 = ni >> 1, n2 = ni - n1;
-  float y = (p + c) * f32_from_bits((n1 + 127) << 23) * f32_from_bits((n2 + 127) << 23);
+  float y = scale_pow2(p + c, ni);
   y = x > 88.7228394f ? INFINITY : y;
   y = x == 0.0f ? x : y;
   return x != x ? x : y;
