@@ -179,6 +179,24 @@ ST_ALL_TYPES(ST_DECL_INDEX, _)
  * written (at most cap) */
 int64_t st_nonzero_u8(const uint8_t* x, int64_t n, int64_t* out, int64_t cap);
 
+/* image patches for convolution and pooling, per (batch*channel) plane of H x W:
+ *   im2col: cols[b, c, i, j, oh, ow] = x[b, c, oh*sh - pt + i*dh, ow*sw - pl + j*dw] (0 outside)
+ *           with cols laid out [B, C*kh*kw, OH*OW]; B counts images, C channels
+ *   col2im: the adjoint (sums patches back into a zeroed image of the same layout)
+ *   maxpool2d_index: flat index (within H*W) of each window's maximum, NaN winning, -1 when the
+ *           window covers only padding */
+#define ST_DECL_CONV(sfx, T, _)                                                                 \
+  void st_im2col_##sfx(const T* x, T* cols, int64_t b, int64_t c, int64_t h, int64_t w,         \
+                       int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl,   \
+                       int64_t dh, int64_t dw, int64_t oh, int64_t ow);                          \
+  void st_col2im_##sfx(const T* cols, T* x, int64_t b, int64_t c, int64_t h, int64_t w,         \
+                       int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl,   \
+                       int64_t dh, int64_t dw, int64_t oh, int64_t ow);                          \
+  void st_maxpool2d_index_##sfx(const T* x, int64_t* idx, int64_t planes, int64_t h, int64_t w, \
+                                int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt,     \
+                                int64_t pl, int64_t dh, int64_t dw, int64_t oh, int64_t ow);
+ST_FLOAT_TYPES(ST_DECL_CONV, _)
+
 /* counter-based random numbers (Philox-4x32-10): element i depends only on (seed, offset + i),
  * so CPU and CUDA produce the same stream */
 #define ST_DECL_RANDOM(sfx, T, _)                                                          \
