@@ -128,3 +128,25 @@ def test_max_pool_ceil_mode_size():
 def test_bad_arguments(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_batch_norm_updates_running_statistics_like_pytorch():
+    x = rng.standard_normal((4, 3, 2))
+    rm, rv = st.zeros(3, dtype=st.float64), st.ones(3, dtype=st.float64)
+    st.batch_norm(as_tensor(x), rm, rv, training=True, momentum=0.1)
+    mean = x.mean(axis=(0, 2))
+    var_unbiased = x.var(axis=(0, 2), ddof=1)
+    np.testing.assert_allclose(to_numpy(rm), 0.1 * mean, rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(rv), 0.9 + 0.1 * var_unbiased, rtol=1e-12)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        st.batch_norm(st.ones(1, 3), None, None, training=True)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: st.layer_norm(st.ones(2, 3), (2,)), "trailing dims"),
+    (lambda: st.group_norm(st.ones(2, 6, 2), 4), "divisor"),
+    (lambda: st.batch_norm(st.ones(2, 3), st.zeros(4), st.ones(4)), "running_mean"),
+])
+def test_norm_bad_arguments(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
