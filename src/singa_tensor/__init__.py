@@ -80,6 +80,8 @@ def _export_ops():
 _export_ops()
 del _export_ops
 
+from . import nn, optim  # noqa: E402  (they build on everything above)
+
 __all__ = [
     "Device", "DType", "Generator", "Tensor", "autograd", "arange", "as_tensor", "bfloat16",
     "device", "empty", "empty_like", "enable_grad", "eye", "float16", "float32", "float64",
@@ -87,5 +89,5 @@ __all__ = [
     "manual_seed", "no_grad", "ones", "ones_like", "rand", "randint", "randn", "set_grad_enabled",
     "tensor", "zeros", "zeros_like", "op_registry", "get_rng_state", "set_rng_state",
     "initial_seed", "seed", "random", "randperm", "normal", "uniform", "scalar_tensor",
-    "rand_like", "randn_like", "half", "double", "long", "is_tensor", "cuda",
+    "rand_like", "randn_like", "half", "double", "long", "is_tensor", "cuda", "nn", "optim",
 ]

@@ -338,6 +338,29 @@ class Tensor:
         """A tensor sharing this one's data, cut from the graph."""
         return self._alias()
 
+    @property
+    def data(self) -> Tensor:
+        """This tensor's values without autograd history (a detached alias). Assigning a tensor
+        makes this one show that tensor's data (its shape, dtype and device too) while keeping
+        its identity, which is how a module converts its parameters in place.
+
+        Example:
+            >>> import singa_tensor as st
+            >>> w = st.zeros(2, requires_grad=True)
+            >>> w.data = st.ones(3)
+            >>> w.shape, w.requires_grad
+            ((3,), True)
+        """
+        return self._alias()
+
+    @data.setter
+    def data(self, new: Tensor) -> None:
+        if not isinstance(new, Tensor):
+            raise TypeError(f"data: expected a Tensor, got {type(new).__name__}")
+        for name in ("_storage", "_offset", "_shape", "_strides", "_contig", "dtype",
+                     "_device", "_be"):
+            setattr(self, name, getattr(new, name))
+
     def detach_(self) -> Tensor:
         self._node = None
         self.requires_grad = False

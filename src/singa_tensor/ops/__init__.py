@@ -17,7 +17,8 @@ def _load_optional_families() -> None:
     """Families that live in their own modules are imported if present."""
     import importlib
 
-    for name in ("shape", "masks", "padding", "index", "conv", "norm", "subscript", "linalg", "reduce_ext"):
+    for name in ("shape", "masks", "padding", "index", "subscript", "conv", "norm", "linalg",
+                 "reduce_ext"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:

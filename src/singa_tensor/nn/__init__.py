@@ -1,0 +1,80 @@
+"""Neural-network building blocks: Module, Parameter, containers, layers, `functional`, `init`.
+
+Example:
+    >>> import singa_tensor as st
+    >>> from singa_tensor import nn
+    >>> net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    >>> net(st.ones(3, 4)).shape
+    (3, 2)
+"""
+
+from . import functional, init, utils
+from .containers import ModuleDict, ModuleList, Sequential
+from .conv_layers import (
+    AdaptiveAvgPool2d,
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
+    Conv1d,
+    Conv2d,
+    ConvTranspose2d,
+    GroupNorm,
+    LayerNorm,
+    MaxPool2d,
+    Upsample,
+)
+from .layers import (
+    ELU,
+    GELU,
+    Dropout,
+    Embedding,
+    Flatten,
+    Identity,
+    LeakyReLU,
+    Linear,
+    LogSoftmax,
+    ReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Tanh,
+)
+from .module import Module, Parameter
+
+__all__ = [
+    "functional",
+    "init",
+    "utils",
+    "AdaptiveAvgPool2d",
+    "AvgPool2d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "Conv1d",
+    "Conv2d",
+    "ConvTranspose2d",
+    "GroupNorm",
+    "LayerNorm",
+    "MaxPool2d",
+    "Upsample",
+    "ELU",
+    "GELU",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "Identity",
+    "LeakyReLU",
+    "Linear",
+    "LogSoftmax",
+    "Module",
+    "ModuleDict",
+    "ModuleList",
+    "Parameter",
+    "ReLU",
+    "Sequential",
+    "SiLU",
+    "Sigmoid",
+    "Softmax",
+    "Tanh",
+    "functional",
+    "init",
+]

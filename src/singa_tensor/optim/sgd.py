@@ -1,0 +1,64 @@
+"""Stochastic gradient descent with momentum, dampening, Nesterov momentum and weight decay."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .optimizer import Optimizer, add_scaled_, decay_, with_weight_decay
+
+
+class SGD(Optimizer):
+    """SGD with PyTorch's update rule. With g the gradient (negated when maximize) plus
+    weight_decay * p, and b the momentum buffer (b = g on the first step)::
+
+        b = momentum * b + (1 - dampening) * g
+        g = g + momentum * b   if nesterov   else   b
+        p = p - lr * g
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor import optim
+        >>> w = st.tensor([1.0, -2.0], requires_grad=True)
+        >>> opt = optim.SGD([w], lr=0.1, momentum=0.9)
+        >>> (w * w).sum().backward(); opt.step()
+        >>> [round(v, 4) for v in w.tolist()]
+        [0.8, -1.6]
+    """
+
+    _param_shaped_state = ("momentum_buffer",)
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, momentum: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False, *,
+                 maximize: bool = False) -> None:
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
+                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict) -> None:
+        self._check_number(group, "lr", "learning rate")
+        self._check_number(group, "momentum", "momentum value")
+        self._check_number(group, "weight_decay", "weight_decay value")
+        self._check_number(group, "dampening", "dampening value", low=float("-inf"))
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError(f"{type(self).__name__}: Nesterov momentum requires a momentum "
+                             f"and zero dampening (got momentum={group['momentum']}, "
+                             f"dampening={group['dampening']})")
+
+    def _step_group(self, group: dict) -> None:
+        lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            if group["maximize"]:
+                g = -g
+            g = with_weight_decay(g, p, group["weight_decay"])
+            if momentum != 0:
+                state = self.state[p]
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = state["momentum_buffer"] = g.detach().clone()
+                else:
+                    decay_(buf, momentum, g, 1 - dampening)
+                g = g + buf * momentum if group["nesterov"] else buf
+            add_scaled_(p, g, -lr)
