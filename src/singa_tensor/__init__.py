@@ -80,7 +80,8 @@ def _export_ops():
 _export_ops()
 del _export_ops
 
-from . import nn, optim  # noqa: E402  (they build on everything above)
+from . import nn, optim, utils  # noqa: E402  (they build on everything above)
+from .serialization import load, save  # noqa: E402
 
 __all__ = [
     "Device", "DType", "Generator", "Tensor", "autograd", "arange", "as_tensor", "bfloat16",
@@ -90,4 +91,5 @@ __all__ = [
     "tensor", "zeros", "zeros_like", "op_registry", "get_rng_state", "set_rng_state",
     "initial_seed", "seed", "random", "randperm", "normal", "uniform", "scalar_tensor",
     "rand_like", "randn_like", "half", "double", "long", "is_tensor", "cuda", "nn", "optim",
+    "utils", "save", "load",
 ]

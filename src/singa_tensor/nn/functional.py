@@ -305,3 +305,8 @@ softplus = _ops.softplus
 __all__ += ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "conv1d", "conv2d",
             "conv_transpose2d", "group_norm", "interpolate", "layer_norm", "max_pool2d",
             "one_hot", "pad", "softplus"]
+
+from ._functional_losses import *  # noqa: E402,F401,F403
+from ._functional_losses import __all__ as _loss_names  # noqa: E402
+
+__all__ += _loss_names
