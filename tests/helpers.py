@@ -11,6 +11,9 @@ import pytest
 import singa_tensor as st
 
 DEVICE = os.environ.get("SINGA_TENSOR_DEVICE", "cpu")
+# CI replays the same generated examples on every run (it sets CI); elsewhere hypothesis
+# explores new ones each time
+DERANDOMIZE = bool(os.environ.get("CI"))
 
 if DEVICE.startswith("cuda"):
     try:

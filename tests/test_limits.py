@@ -93,3 +93,10 @@ def test_cache_limit_from_the_environment_is_validated():
                        text=True, env=env)
     assert r.returncode != 0
     assert "SINGA_TENSOR_CPU_CACHE_LIMIT must be a non-negative number of bytes" in r.stderr
+
+
+def test_index_add_into_an_empty_tensor_writes_nothing():
+    # the destination has no elements (a zero-size dim before dim): nothing may be written
+    x = st.zeros(0, 3, device=DEVICE)
+    out = st.index_add(x, 1, st.tensor([0, 1, 2], device=DEVICE), st.zeros(0, 3, device=DEVICE))
+    assert out.shape == (0, 3)

@@ -20,11 +20,11 @@ from hypothesis.extra import numpy as hnp
 import singa_tensor as st
 from singa_tensor.ops import REGISTRY
 
-from .helpers import DEVICE, as_tensor, assert_close, to_numpy
+from .helpers import DERANDOMIZE, DEVICE, as_tensor, assert_close, to_numpy
 
 SPECS = sorted(REGISTRY.values(), key=lambda s: s.name)
 settings.register_profile(
-    "ops", max_examples=20, deadline=None,
+    "ops", max_examples=20, deadline=None, derandomize=DERANDOMIZE,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile("ops")

@@ -52,6 +52,7 @@ void index_select(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t n
 template <class T>
 void index_add(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny, int64_t ni,
                int64_t inner) {
+  if (outer == 0 || inner == 0) return;  // an empty destination: nothing to add to
   // threads own disjoint outer slices when there are several, else disjoint inner ranges
   if (outer > 1) {
     parallel_for(outer, ni * inner, [&](int64_t b, int64_t e) {

@@ -80,7 +80,7 @@ def _export_ops():
 _export_ops()
 del _export_ops
 
-from . import nn, optim, utils  # noqa: E402  (they build on everything above)
+from . import datasets, nn, optim, utils  # noqa: E402  (they build on everything above)
 from .serialization import load, save  # noqa: E402
 
 __all__ = [
@@ -91,5 +91,5 @@ __all__ = [
     "tensor", "zeros", "zeros_like", "op_registry", "get_rng_state", "set_rng_state",
     "initial_seed", "seed", "random", "randperm", "normal", "uniform", "scalar_tensor",
     "rand_like", "randn_like", "half", "double", "long", "is_tensor", "cuda", "nn", "optim",
-    "utils", "save", "load",
+    "utils", "save", "load", "datasets",
 ]

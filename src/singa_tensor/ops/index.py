@@ -521,7 +521,7 @@ class IndexAdd(OpSpec):
         ctx.dim = dim
         ctx.save_for_backward(index)
         out = _fresh_copy(x)
-        if index.numel():
+        if index.numel() and out.numel():
             outer, inner = _outer_inner(x._shape, dim)
             kernel(x, "index_add")(ptr(contiguous(src)), ptr(index), ptr(out), outer,
                                    x._shape[dim], index._shape[0], inner)
