@@ -56,12 +56,7 @@ class Adagrad(Optimizer):
 
     def _step_group(self, group: dict) -> None:
         lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            if group["maximize"]:
-                g = -g
+        for p, g in self._grads(group):
             state = self._init_state(p, group)
             state["step"] += 1
             g = with_weight_decay(g, p, group["weight_decay"])

@@ -54,12 +54,7 @@ class Adam(Optimizer):
     def _step_group(self, group: dict) -> None:
         lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
         beta1, beta2 = group["betas"]
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            if group["maximize"]:
-                g = -g
+        for p, g in self._grads(group):
             state = self.state[p]
             if not state:
                 state["step"] = 0

@@ -46,6 +46,16 @@ class Optimizer:
     # state entries with the parameter's shape: load_state_dict checks them against it
     _param_shaped_state: tuple = ()
 
+    @staticmethod
+    def _grads(group: dict):
+        """(parameter, gradient) pairs of a group, skipping parameters without a gradient; the
+        gradient is negated when the group maximizes."""
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            yield p, (-g if group.get("maximize") else g)
+
     def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
         name = type(self).__name__
         self.defaults = dict(defaults)

@@ -46,12 +46,7 @@ class RMSprop(Optimizer):
 
     def _step_group(self, group: dict) -> None:
         lr, alpha, eps, momentum = group["lr"], group["alpha"], group["eps"], group["momentum"]
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            if group["maximize"]:
-                g = -g
+        for p, g in self._grads(group):
             state = self.state[p]
             if not state:
                 state["step"] = 0

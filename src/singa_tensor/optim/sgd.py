@@ -46,12 +46,7 @@ class SGD(Optimizer):
 
     def _step_group(self, group: dict) -> None:
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            if group["maximize"]:
-                g = -g
+        for p, g in self._grads(group):
             g = with_weight_decay(g, p, group["weight_decay"])
             if momentum != 0:
                 state = self.state[p]
