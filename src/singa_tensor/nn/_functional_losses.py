@@ -13,6 +13,8 @@ import warnings
 import numpy as np
 
 import singa_tensor as st
+from singa_tensor import ops as _ops
+from singa_tensor.autograd import no_grad as _no_grad
 from singa_tensor.ops._registry import broadcast_shapes
 from singa_tensor.tensor import Tensor
 
@@ -155,6 +157,20 @@ def _check_weight_broadcasts(op: str, name: str, w, shape) -> Tensor:
     return w
 
 
+def _binary_target(op: str, input, target, reduction: str, *extra) -> Tensor:
+    """The checks both binary cross entropies make; returns target in input's dtype."""
+    _check_reduction(op, reduction)
+    _check_float(op, "input", input)
+    _check_float(op, "target", target)
+    if input.shape != target.shape:
+        raise ValueError(
+            f"{op}: target size {target.shape} must be the same as the input size "
+            f"{input.shape}"
+        )
+    _same_device(op, input, target, *extra)
+    return target if target.dtype is input.dtype else target.to(input.dtype)
+
+
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                          reduction: str = "mean") -> Tensor:
     """-w (y log x + (1 - y) log(1 - x)) for probabilities x in [0, 1]; each log is clamped
@@ -166,23 +182,15 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
         0.6931
     """
     op = "binary_cross_entropy"
-    _check_reduction(op, reduction)
-    _check_float(op, "input", input)
-    _check_float(op, "target", target)
-    if input.shape != target.shape:
-        raise ValueError(
-            f"{op}: target size {target.shape} must be the same as the input size "
-            f"{input.shape}"
-        )
-    _same_device(op, input, target, weight)
+    target = _binary_target(op, input, target, reduction, weight)
     if weight is not None:
         _check_weight_broadcasts(op, "weight", weight, input.shape)
-    x = np.asarray(input.detach())
-    if x.size and not np.all((x >= 0) & (x <= 1)):
-        bad = x[~((x >= 0) & (x <= 1))].flat[0]
-        raise ValueError(f"{op}: all elements of input should be between 0 and 1, found {bad}")
-    if target.dtype is not input.dtype:
-        target = target.to(input.dtype)
+    with _no_grad():
+        outside = _ops.logical_not(_ops.logical_and(input >= 0, input <= 1))  # NaN too
+        if outside.any().item():
+            bad = input[outside].reshape(-1)[0].item()
+            raise ValueError(f"{op}: all elements of input should be between 0 and 1, found "
+                             f"{bad}")
     loss = -(target * _log_clamped(input) + (1 - target) * _log_clamped(1 - input))
     if weight is not None:
         loss = loss * weight.to(input.dtype)
@@ -202,17 +210,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
         0.6931
     """
     op = "binary_cross_entropy_with_logits"
-    _check_reduction(op, reduction)
-    _check_float(op, "input", input)
-    _check_float(op, "target", target)
-    if input.shape != target.shape:
-        raise ValueError(
-            f"{op}: target size {target.shape} must be the same as the input size "
-            f"{input.shape}"
-        )
-    _same_device(op, input, target, weight, pos_weight)
-    if target.dtype is not input.dtype:
-        target = target.to(input.dtype)
+    target = _binary_target(op, input, target, reduction, weight, pos_weight)
     sp = st.softplus(-input)  # log(1 + e^-x) without overflow, smooth at 0
     if pos_weight is not None:
         _check_weight_broadcasts(op, "pos_weight", pos_weight, input.shape)
@@ -251,16 +249,17 @@ def _class_targets(op: str, input: Tensor, target: Tensor, ignore_index: int) ->
             f"must have shape {want}, got {target.shape}"
         )
     n_classes = input.shape[cdim]
-    t = np.asarray(target.detach())
-    valid = t != ignore_index
-    bad = valid & ((t < 0) | (t >= n_classes))
-    if bad.any():
-        raise IndexError(
-            f"{op}: target {int(t[bad].flat[0])} is out of bounds for {n_classes} classes "
-            f"(expected values in [0, {n_classes - 1}] or ignore_index={ignore_index})"
-        )
     target = target.to(st.int64)
-    ignored = None if valid.all() else (target == int(ignore_index))
+    with _no_grad():
+        valid = target != int(ignore_index)
+        bad = _ops.logical_and(valid, _ops.logical_or(target < 0, target >= n_classes))
+        if bad.any().item():
+            raise IndexError(
+                f"{op}: target {target[bad].reshape(-1)[0].item()} is out of bounds for "
+                f"{n_classes} classes (expected values in [0, {n_classes - 1}] or "
+                f"ignore_index={ignore_index})"
+            )
+        ignored = None if valid.all().item() else _ops.logical_not(valid)
     return cdim, n_classes, target, ignored
 
 
