@@ -23,6 +23,14 @@
 extern "C" {
 #endif
 
+/* The CUDA library declares the same kernels with a trailing stream argument (a cudaStream_t
+ * passed as void*, so this header needs no CUDA include). Build it with ST_CUDA_ABI defined. */
+#ifdef ST_CUDA_ABI
+#define ST_S , void* stream
+#else
+#define ST_S
+#endif
+
 /* ---- dtype lists: X(suffix, C type) ------------------------------------------------------ */
 #define ST_FLOAT_TYPES(X, ...) X(f32, float, __VA_ARGS__) X(f64, double, __VA_ARGS__)
 #define ST_INT_TYPES(X, ...) X(i32, int32_t, __VA_ARGS__) X(i64, int64_t, __VA_ARGS__)
@@ -74,26 +82,26 @@ extern "C" {
 
 /* ---- declarations -------------------------------------------------------------------------- */
 #define ST_DECL_UNARY(op, sfx, T) \
-  void st_##op##_##sfx(const T* x, T* y, int64_t n, double alpha, double beta);
+  void st_##op##_##sfx(const T* x, T* y, int64_t n, double alpha, double beta ST_S);
 #define ST_DECL_UNARY_FLOAT(sfx, T, _) ST_UNARY_FLOAT_OPS(ST_DECL_UNARY, sfx, T)
 #define ST_DECL_UNARY_INT(sfx, T, _) ST_UNARY_INT_OPS(ST_DECL_UNARY, sfx, T)
 ST_FLOAT_TYPES(ST_DECL_UNARY_FLOAT, _)
 ST_INT_TYPES(ST_DECL_UNARY_INT, _)
-void st_logical_not_u8(const uint8_t* x, uint8_t* y, int64_t n, double alpha, double beta);
+void st_logical_not_u8(const uint8_t* x, uint8_t* y, int64_t n, double alpha, double beta ST_S);
 /* isnan/isinf/isfinite -> bool */
 #define ST_DECL_FLOAT_TEST(sfx, T, _)                                      \
-  void st_isnan_##sfx(const T* x, uint8_t* y, int64_t n);                  \
-  void st_isinf_##sfx(const T* x, uint8_t* y, int64_t n);
+  void st_isnan_##sfx(const T* x, uint8_t* y, int64_t n ST_S);                  \
+  void st_isinf_##sfx(const T* x, uint8_t* y, int64_t n ST_S);
 ST_FLOAT_TYPES(ST_DECL_FLOAT_TEST, _)
 
 #define ST_DECL_BINARY(op, sfx, T)                                                      \
   void st_##op##_##sfx(const T* a, const T* b, T* out, int32_t ndim, const int64_t* shape, \
-                       const int64_t* sa, const int64_t* sb);
+                       const int64_t* sa, const int64_t* sb ST_S);
 #define ST_DECL_BINARY_T(sfx, T, _) ST_BINARY_OPS(ST_DECL_BINARY, sfx, T)
 ST_NUM_TYPES(ST_DECL_BINARY_T, _)
 #define ST_DECL_COMPARE(op, sfx, T)                                                            \
   void st_##op##_##sfx(const T* a, const T* b, uint8_t* out, int32_t ndim, const int64_t* shape, \
-                       const int64_t* sa, const int64_t* sb);
+                       const int64_t* sa, const int64_t* sb ST_S);
 #define ST_DECL_COMPARE_T(sfx, T, _) ST_COMPARE_OPS(ST_DECL_COMPARE, sfx, T)
 ST_ALL_TYPES(ST_DECL_COMPARE_T, _)
 ST_LOGICAL_OPS(ST_DECL_BINARY, u8, uint8_t)
@@ -102,13 +110,13 @@ ST_LOGICAL_OPS(ST_DECL_BINARY, u8, uint8_t)
 #define ST_DECL_WHERE(sfx, T, _)                                                       \
   void st_where_##sfx(const uint8_t* cond, const T* a, const T* b, T* out, int32_t ndim, \
                       const int64_t* shape, const int64_t* sc, const int64_t* sa,       \
-                      const int64_t* sb);
+                      const int64_t* sb ST_S);
 ST_ALL_TYPES(ST_DECL_WHERE, _)
 
 /* y = x element by element, both strided: contiguous(), expand, flip, cat, setitem, fill */
 #define ST_DECL_COPY(sfx, T, _)                                                                \
   void st_copy_##sfx(const void* x, void* y, int32_t ndim, const int64_t* shape,                \
-                     const int64_t* sx, const int64_t* sy);
+                     const int64_t* sx, const int64_t* sy ST_S);
 ST_WIDTH_TYPES(ST_DECL_COPY, _)
 
 /* dtype conversion, contiguous: st_cast_<from>_<to> */
@@ -121,21 +129,23 @@ ST_WIDTH_TYPES(ST_DECL_COPY, _)
   X(f32, float, __VA_ARGS__) X(f64, double, __VA_ARGS__) X(f16, uint16_t, __VA_ARGS__)        \
   X(bf16, uint16_t, __VA_ARGS__) X(i32, int32_t, __VA_ARGS__) X(i64, int64_t, __VA_ARGS__)    \
   X(u8, uint8_t, __VA_ARGS__)
-#define ST_DECL_CAST_TO(dsfx, D, ssfx, S) void st_cast_##ssfx##_##dsfx(const S* x, D* y, int64_t n);
+#define ST_DECL_CAST_TO(dsfx, D, ssfx, S) \
+  void st_cast_##ssfx##_##dsfx(const S* x, D* y, int64_t n ST_S);
 #define ST_DECL_CAST_FROM(ssfx, S, _) ST_CAST_TYPES_INNER(ST_DECL_CAST_TO, ssfx, S)
 ST_CAST_TYPES(ST_DECL_CAST_FROM, _)
 
 /* y[i] = start + i * step */
-#define ST_DECL_ARANGE(sfx, T, _) void st_arange_##sfx(T* y, int64_t n, double start, double step);
+#define ST_DECL_ARANGE(sfx, T, _) \
+  void st_arange_##sfx(T* y, int64_t n, double start, double step ST_S);
 ST_NUM_TYPES(ST_DECL_ARANGE, _)
 
 /* reductions over the middle axis of [outer, n, inner] */
 #define ST_DECL_REDUCE(op, sfx, T) \
-  void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner);
+  void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner ST_S);
 #define ST_DECL_REDUCE_T(sfx, T, _) ST_REDUCE_OPS(ST_DECL_REDUCE, sfx, T)
 ST_ALL_TYPES(ST_DECL_REDUCE_T, _)
 #define ST_DECL_ARG_REDUCE(op, sfx, T) \
-  void st_##op##_##sfx(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner);
+  void st_##op##_##sfx(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner ST_S);
 #define ST_DECL_ARG_REDUCE_T(sfx, T, _) ST_ARG_REDUCE_OPS(ST_DECL_ARG_REDUCE, sfx, T)
 ST_ALL_TYPES(ST_DECL_ARG_REDUCE_T, _)
 #define ST_DECL_SCAN_FLOAT_T(sfx, T, _) ST_SCAN_FLOAT_OPS(ST_DECL_REDUCE, sfx, T)
@@ -143,9 +153,10 @@ ST_FLOAT_TYPES(ST_DECL_SCAN_FLOAT_T, _)
 #define ST_DECL_SCAN_T(sfx, T, _) ST_SCAN_OPS(ST_DECL_REDUCE, sfx, T)
 ST_NUM_TYPES(ST_DECL_SCAN_T, _)
 /* float-only reductions: logsumexp, and var with a correction (Bessel) term */
-#define ST_DECL_FLOAT_REDUCE(sfx, T, _)                                                     \
-  void st_logsumexp_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner);       \
-  void st_var_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, double correction);
+#define ST_DECL_FLOAT_REDUCE(sfx, T, _)                                                        \
+  void st_logsumexp_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner ST_S);    \
+  void st_var_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,                \
+                    double correction ST_S);
 ST_FLOAT_TYPES(ST_DECL_FLOAT_REDUCE, _)
 
 /* C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b], row-major, batch strides in elements */
@@ -153,7 +164,7 @@ ST_FLOAT_TYPES(ST_DECL_FLOAT_REDUCE, _)
   void st_gemm_##sfx(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,       \
                      double alpha, const T* a, int64_t lda, const T* b, int64_t ldb, double beta, \
                      T* c, int64_t ldc, int64_t batch, int64_t stride_a, int64_t stride_b,    \
-                     int64_t stride_c);
+                     int64_t stride_c ST_S);
 ST_NUM_TYPES(ST_DECL_GEMM, _)
 
 /* indexing along the middle axis; indices are validated (and wrapped) by Python.
@@ -165,19 +176,19 @@ ST_NUM_TYPES(ST_DECL_GEMM, _)
  */
 #define ST_DECL_INDEX(sfx, T, _)                                                               \
   void st_gather_##sfx(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t nx,        \
-                       int64_t ni, int64_t inner);                                             \
+                       int64_t ni, int64_t inner ST_S);                                            \
   void st_scatter_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny,     \
-                        int64_t ni, int64_t inner);                                            \
+                        int64_t ni, int64_t inner ST_S);                                           \
   void st_scatter_add_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny, \
-                            int64_t ni, int64_t inner);                                        \
+                            int64_t ni, int64_t inner ST_S);                                       \
   void st_index_select_##sfx(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t nx,  \
-                             int64_t ni, int64_t inner);                                       \
+                             int64_t ni, int64_t inner ST_S);                                      \
   void st_index_add_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny,   \
-                          int64_t ni, int64_t inner);
+                          int64_t ni, int64_t inner ST_S);
 ST_ALL_TYPES(ST_DECL_INDEX, _)
 /* flat positions of the non-zero elements of a contiguous bool array; returns the count
  * written (at most cap) */
-int64_t st_nonzero_u8(const uint8_t* x, int64_t n, int64_t* out, int64_t cap);
+int64_t st_nonzero_u8(const uint8_t* x, int64_t n, int64_t* out, int64_t cap ST_S);
 
 /* image patches for convolution and pooling, per (batch*channel) plane of H x W:
  *   im2col: cols[b, c, i, j, oh, ow] = x[b, c, oh*sh - pt + i*dh, ow*sw - pl + j*dw] (0 outside)
@@ -188,28 +199,94 @@ int64_t st_nonzero_u8(const uint8_t* x, int64_t n, int64_t* out, int64_t cap);
 #define ST_DECL_CONV(sfx, T, _)                                                                 \
   void st_im2col_##sfx(const T* x, T* cols, int64_t b, int64_t c, int64_t h, int64_t w,         \
                        int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl,   \
-                       int64_t dh, int64_t dw, int64_t oh, int64_t ow);                          \
+                       int64_t dh, int64_t dw, int64_t oh, int64_t ow ST_S);                       \
   void st_col2im_##sfx(const T* cols, T* x, int64_t b, int64_t c, int64_t h, int64_t w,         \
                        int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl,   \
-                       int64_t dh, int64_t dw, int64_t oh, int64_t ow);                          \
+                       int64_t dh, int64_t dw, int64_t oh, int64_t ow ST_S);                       \
   void st_maxpool2d_index_##sfx(const T* x, int64_t* idx, int64_t planes, int64_t h, int64_t w, \
                                 int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt,     \
-                                int64_t pl, int64_t dh, int64_t dw, int64_t oh, int64_t ow);
+                                int64_t pl, int64_t dh, int64_t dw, int64_t oh, int64_t ow ST_S);
 ST_FLOAT_TYPES(ST_DECL_CONV, _)
 
 /* counter-based random numbers (Philox-4x32-10): element i depends only on (seed, offset + i),
  * so CPU and CUDA produce the same stream */
 #define ST_DECL_RANDOM(sfx, T, _)                                                          \
   void st_uniform_##sfx(T* y, int64_t n, uint64_t seed, uint64_t offset, double low,       \
-                        double high);                                                      \
+                        double high ST_S);                                                      \
   void st_normal_##sfx(T* y, int64_t n, uint64_t seed, uint64_t offset, double mean,       \
-                       double std);
+                       double std ST_S);
 ST_FLOAT_TYPES(ST_DECL_RANDOM, _)
 void st_randint_i64(int64_t* y, int64_t n, uint64_t seed, uint64_t offset, int64_t low,
-                    int64_t high);
+                    int64_t high ST_S);
 /* a uniformly random permutation of 0..n-1 (Fisher-Yates; step i draws from block offset + i) */
-void st_randperm_i64(int64_t* y, int64_t n, uint64_t seed, uint64_t offset);
+void st_randperm_i64(int64_t* y, int64_t n, uint64_t seed, uint64_t offset ST_S);
 
+/* ---- fused training kernels: optimizer updates, batch norm, softmax cross entropy -------- */
+/* Optimizer updates, in place over n contiguous elements, PyTorch's rules. g is read only; it is
+ * negated first when maximize, then weight_decay * p is added (L2) unless the decay is decoupled.
+ *   sgd:     buf = first ? g : momentum * buf + (1 - dampening) * g;
+ *            g = nesterov ? g + momentum * buf : buf;  p -= lr * g.  buf is NULL (and unused)
+ *            when momentum == 0, then p -= lr * g.
+ *   adam:    decoupled (AdamW): p *= 1 - lr * weight_decay.  m = b1 m + (1-b1) g,
+ *            v = b2 v + (1-b2) g^2; with amsgrad (vmax not NULL) vmax = max(vmax, v) and vmax
+ *            replaces v below; p -= lr / bias1 * m / (sqrt(v) / sqrt(bias2) + eps), where
+ *            bias1 = 1 - b1^t and bias2 = 1 - b2^t are passed in.
+ *   rmsprop: sq = alpha sq + (1-alpha) g^2; centered (gavg not NULL): gavg = alpha gavg +
+ *            (1-alpha) g, avg = sqrt(sq - gavg^2) + eps, else avg = sqrt(sq) + eps;
+ *            momentum > 0 (buf not NULL): buf = momentum buf + g / avg, p -= lr buf;
+ *            else p -= lr g / avg.
+ *   adagrad: sum += g^2; p -= clr * g / (sqrt(sum) + eps)   (clr: the decayed learning rate) */
+#define ST_DECL_OPTIM(sfx, T, _)                                                               \
+  void st_sgd_step_##sfx(T* p, const T* g, T* buf, int64_t n, double lr, double momentum,      \
+                         double dampening, double weight_decay, int32_t nesterov,             \
+                         int32_t maximize, int32_t first ST_S);                               \
+  void st_adam_step_##sfx(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, double lr,         \
+                          double beta1, double beta2, double eps, double weight_decay,         \
+                          int32_t decoupled, int32_t maximize, double bias1,                   \
+                          double bias2 ST_S);                                                  \
+  void st_rmsprop_step_##sfx(T* p, const T* g, T* sq, T* buf, T* gavg, int64_t n, double lr,   \
+                             double alpha, double eps, double weight_decay, double momentum,   \
+                             int32_t maximize ST_S);                                           \
+  void st_adagrad_step_##sfx(T* p, const T* g, T* sum, int64_t n, double clr, double eps,      \
+                             double weight_decay, int32_t maximize ST_S);
+ST_FLOAT_TYPES(ST_DECL_OPTIM, _)
+
+/* Batch normalization of x viewed as [outer, c, inner] (channel axis in the middle), contiguous.
+ *   stats:    mean[c] and biased var[c] over outer and inner
+ *   apply:    y = (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c]
+ *             (weight, bias may be NULL: 1 and 0)
+ *   backward: with xhat = (x - mean) * invstd and the batch statistics of the forward,
+ *             dbias[c] = sum dy, dweight[c] = sum dy * xhat, and
+ *             dx = weight[c] * invstd / M * (M dy - dbias[c] - xhat dweight[c]),  M = outer*inner;
+ *             dx, dweight, dbias may each be NULL when not wanted; weight may be NULL (1). */
+#define ST_DECL_BNORM(sfx, T, _)                                                               \
+  void st_batch_norm_stats_##sfx(const T* x, T* mean, T* var, int64_t outer, int64_t c,        \
+                                 int64_t inner ST_S);                                          \
+  void st_batch_norm_apply_##sfx(const T* x, const T* mean, const T* var, const T* weight,     \
+                                 const T* bias, T* y, int64_t outer, int64_t c, int64_t inner, \
+                                 double eps ST_S);                                             \
+  void st_batch_norm_backward_##sfx(const T* x, const T* dy, const T* mean, const T* var,      \
+                                    const T* weight, T* dx, T* dweight, T* dbias,              \
+                                    int64_t outer, int64_t c, int64_t inner, double eps ST_S);
+ST_FLOAT_TYPES(ST_DECL_BNORM, _)
+
+/* Softmax cross entropy over the rows of x[rows, c] with class-index targets, per row:
+ *   loss[r] = -(1 - s) w[t] logp[r, t] - s / c * sum_j w[j] logp[r, j]
+ * with logp = log_softmax(x), t = target[r], s the label smoothing, w the class weights (NULL:
+ * all 1). Rows whose target is ignore_index get loss 0 and gradient 0. lse[r] (the row's
+ * log-sum-exp) is written for the backward, which computes dx[r, j] = dloss[r] *
+ *   (p[r, j] ((1 - s) w[t] + s / c * sum_k w[k]) - (1 - s) w[t] [j == t] - s / c * w[j]).
+ * Targets other than ignore_index are in [0, c) (Python checks). */
+#define ST_DECL_XENT(sfx, T, _)                                                                \
+  void st_softmax_xent_##sfx(const T* x, const int64_t* target, const T* weight, T* loss,      \
+                             T* lse, int64_t rows, int64_t c, int64_t ignore_index,            \
+                             double smoothing ST_S);                                           \
+  void st_softmax_xent_backward_##sfx(const T* x, const int64_t* target, const T* weight,      \
+                                      const T* lse, const T* dloss, T* dx, int64_t rows,       \
+                                      int64_t c, int64_t ignore_index, double smoothing ST_S);
+ST_FLOAT_TYPES(ST_DECL_XENT, _)
+
+#ifndef ST_CUDA_ABI /* host-side services of the CPU library; CUDA memory comes from CuPy */
 /* memory: a caching allocator. Freed blocks are kept by size class and reused, so a
  * steady-state training loop stops asking the OS for pages (fresh pages cost a page fault
  * each); large blocks are 2 MiB aligned and advised to use huge pages. */
@@ -224,6 +301,7 @@ void st_set_cache_limit(int64_t bytes);
 /* library facts */
 int32_t st_num_threads(void);
 void st_set_num_threads(int32_t n);
+#endif /* ST_CUDA_ABI */
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,110 @@
+// Softmax cross entropy with class-index targets, fused: one pass finds the row maximum, one
+// sums the exponentials, and the loss needs only the target's logit and (with label smoothing)
+// the weighted sum of the logits, so the log-probabilities are never stored.
+#include <cmath>
+#include <limits>
+
+#include "common.h"
+
+namespace st {
+namespace {
+
+template <class T>
+T row_lse(const T* xr, int64_t c) {
+  T mx = xr[0];
+  for (int64_t j = 1; j < c; ++j) mx = (xr[j] > mx || is_nan(xr[j])) ? xr[j] : mx;
+  const T inf = std::numeric_limits<T>::infinity();
+  if (is_nan(mx) || mx == inf) return mx;
+  const T shift = mx == -inf ? T(0) : mx;  // all -inf: the sum is 0 and lse is -inf, not NaN
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < c; ++j) s += st_exp(xr[j] - shift);
+  return shift + st_log(s);
+}
+
+template <class T>
+void xent(const T* x, const int64_t* target, const T* w, T* loss, T* lse, int64_t rows,
+          int64_t c, int64_t ignore, double smoothing) {
+  const T s = T(smoothing), keep = T(1 - smoothing), per = T(smoothing / double(c));
+  T wsum = T(c);
+  if (w) {
+    wsum = 0;
+    for (int64_t j = 0; j < c; ++j) wsum += w[j];
+  }
+  parallel_for(rows, c, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const T* xr = x + r * c;
+      const T l = row_lse(xr, c);
+      lse[r] = l;
+      const int64_t t = target[r];
+      if (t == ignore) {
+        loss[r] = 0;
+        continue;
+      }
+      const T wt = w ? w[t] : T(1);
+      T out = keep * wt * (l - xr[t]);
+      if (s != T(0)) {
+        T wx = 0;  // sum_j w_j x_j
+        if (w) {
+#pragma omp simd reduction(+ : wx)
+          for (int64_t j = 0; j < c; ++j) wx += w[j] * xr[j];
+        } else {
+#pragma omp simd reduction(+ : wx)
+          for (int64_t j = 0; j < c; ++j) wx += xr[j];
+        }
+        out += per * (wsum * l - wx);
+      }
+      loss[r] = out;
+    }
+  });
+}
+
+template <class T>
+void xent_backward(const T* x, const int64_t* target, const T* w, const T* lse, const T* dloss,
+                   T* dx, int64_t rows, int64_t c, int64_t ignore, double smoothing) {
+  const T keep = T(1 - smoothing), per = T(smoothing / double(c));
+  T wsum = T(c);
+  if (w) {
+    wsum = 0;
+    for (int64_t j = 0; j < c; ++j) wsum += w[j];
+  }
+  parallel_for(rows, 2 * c, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const T* xr = x + r * c;
+      T* o = dx + r * c;
+      const int64_t t = target[r];
+      if (t == ignore) {
+        for (int64_t j = 0; j < c; ++j) o[j] = 0;
+        continue;
+      }
+      const T d = dloss[r], l = lse[r];
+      const T wt = w ? w[t] : T(1);
+      const T a = d * (keep * wt + per * wsum);
+      if (w) {
+#pragma omp simd
+        for (int64_t j = 0; j < c; ++j) o[j] = a * st_exp(xr[j] - l) - d * per * w[j];
+      } else {
+        const T b = d * per;
+#pragma omp simd
+        for (int64_t j = 0; j < c; ++j) o[j] = a * st_exp(xr[j] - l) - b;
+      }
+      o[t] -= d * keep * wt;
+    }
+  });
+}
+
+}  // namespace
+}  // namespace st
+
+#define ST_DEF_XENT(sfx, T, _)                                                                 \
+  void st_softmax_xent_##sfx(const T* x, const int64_t* target, const T* weight, T* loss,      \
+                             T* lse, int64_t rows, int64_t c, int64_t ignore_index,            \
+                             double smoothing) {                                               \
+    st::xent(x, target, weight, loss, lse, rows, c, ignore_index, smoothing);                  \
+  }                                                                                            \
+  void st_softmax_xent_backward_##sfx(const T* x, const int64_t* target, const T* weight,      \
+                                      const T* lse, const T* dloss, T* dx, int64_t rows,       \
+                                      int64_t c, int64_t ignore_index, double smoothing) {     \
+    st::xent_backward(x, target, weight, lse, dloss, dx, rows, c, ignore_index, smoothing);    \
+  }
+ST_FLOAT_TYPES(ST_DEF_XENT, _)
