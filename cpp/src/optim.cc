@@ -45,24 +45,25 @@ void sgd(T* p, const T* g, T* buf, int64_t n, double lr_, double mom_, double da
 template <class T>
 void adam(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, double lr, double b1_, double b2_,
           double eps_, double wd_, bool decoupled, bool maximize, double bias1, double bias2) {
-  const T b1 = T(b1_), b2 = T(b2_), eps = T(eps_);
+  // 1 - beta in double, as PyTorch passes it: 1 - 0.999f in float32 is off by 1e-5 relative
+  const T b1 = T(b1_), b2 = T(b2_), c1 = T(1 - b1_), c2 = T(1 - b2_), eps = T(eps_);
   const T l2 = decoupled ? T(0) : T(wd_);
   const T shrink = decoupled ? T(1 - lr * wd_) : T(1);
-  const T step = T(lr / bias1), inv_sqrt_bias2 = T(1 / std::sqrt(bias2));
+  const T step = T(lr / bias1), sqrt_bias2 = T(std::sqrt(bias2));  // PyTorch's op order
   parallel_for(n, 4, [&](int64_t s, int64_t e) {
 #pragma omp simd
     for (int64_t i = s; i < e; ++i) {
       const T pi = p[i] * shrink;
       const T gi = effective_grad(g[i], p[i], l2, maximize);
-      const T mi = b1 * m[i] + (T(1) - b1) * gi;
-      T vi = b2 * v[i] + (T(1) - b2) * gi * gi;
+      const T mi = b1 * m[i] + c1 * gi;
+      T vi = b2 * v[i] + c2 * gi * gi;
       m[i] = mi;
       v[i] = vi;
       if (vmax != nullptr) {
         vi = vi > vmax[i] ? vi : vmax[i];
         vmax[i] = vi;
       }
-      p[i] = pi - step * mi / (std::sqrt(vi) * inv_sqrt_bias2 + eps);
+      p[i] = pi - step * (mi / (std::sqrt(vi) / sqrt_bias2 + eps));
     }
   });
 }
@@ -70,16 +71,17 @@ void adam(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, double lr, double b1
 template <class T>
 void rmsprop(T* p, const T* g, T* sq, T* buf, T* gavg, int64_t n, double lr_, double alpha_,
              double eps_, double wd_, double mom_, bool maximize) {
-  const T lr = T(lr_), alpha = T(alpha_), eps = T(eps_), wd = T(wd_), mom = T(mom_);
+  const T lr = T(lr_), alpha = T(alpha_), c = T(1 - alpha_), eps = T(eps_), wd = T(wd_);
+  const T mom = T(mom_);
   parallel_for(n, 4, [&](int64_t s, int64_t e) {
 #pragma omp simd
     for (int64_t i = s; i < e; ++i) {
       const T gi = effective_grad(g[i], p[i], wd, maximize);
-      const T si = alpha * sq[i] + (T(1) - alpha) * gi * gi;
+      const T si = alpha * sq[i] + c * gi * gi;
       sq[i] = si;
       T var = si;
       if (gavg != nullptr) {
-        const T ai = alpha * gavg[i] + (T(1) - alpha) * gi;
+        const T ai = alpha * gavg[i] + c * gi;
         gavg[i] = ai;
         var = si - ai * ai;
       }

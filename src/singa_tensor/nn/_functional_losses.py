@@ -1,7 +1,8 @@
 """Loss functions (PyTorch names and semantics), composed from tensor ops.
 
-Every loss is a plain composition of registered ops (log_softmax, gather, where, softplus ...),
-so first and second derivatives come from autograd. Arguments are validated here, before any
+Every loss is a composition of registered ops (log_softmax, gather, where, softplus ...; cross
+entropy with class indices uses the fused softmax-cross-entropy op), so first and second
+derivatives come from autograd. Arguments are validated here, before any
 op runs: shapes, dtypes, reductions and class indices out of range raise clear errors naming
 the loss.
 """
@@ -16,6 +17,7 @@ import singa_tensor as st
 from singa_tensor import ops as _ops
 from singa_tensor.autograd import no_grad as _no_grad
 from singa_tensor.ops._registry import broadcast_shapes
+from singa_tensor.ops.loss import softmax_cross_entropy as _softmax_cross_entropy
 from singa_tensor.tensor import Tensor
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -350,6 +352,9 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     if target.dtype.is_floating_point:
         return _cross_entropy_probs(input, target, weight, reduction, label_smoothing, cdim)
     checked = _class_targets(op, input, target, ignore_index)
+    if input.dtype in (st.float32, st.float64):
+        return _fused_cross_entropy(input, weight, ignore_index, reduction, label_smoothing,
+                                    checked)
     logp = st.log_softmax(input, cdim)
     nll, w = _nll(op, logp, target, weight, ignore_index, reduction, checked)
     if label_smoothing == 0:
@@ -370,6 +375,35 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         smooth = smooth.mean() if w is None else smooth.sum() / w.sum()
     eps = float(label_smoothing)
     return nll * (1.0 - eps) + smooth * (eps / n_classes)
+
+
+def _fused_cross_entropy(input, weight, ignore_index, reduction, label_smoothing, checked):
+    """cross_entropy with class indices through the fused per-row kernel: the class dim is
+    moved last and the positions flattened into rows."""
+    op = "cross_entropy"
+    cdim, n_classes, target, ignored = checked
+    weight = _class_weight(op, weight, input, n_classes)
+    rows = input.movedim(cdim, -1).reshape(-1, n_classes) if input.ndim > 2 else \
+        input.reshape(-1, n_classes)
+    loss = _softmax_cross_entropy(rows, target.reshape(-1), weight, int(ignore_index),
+                                  float(label_smoothing))
+    if reduction == "none":
+        return loss.reshape(target.shape)
+    total = loss.sum()
+    if reduction == "sum":
+        return total
+    # the mean divides by the total weight of the counted targets (their number unweighted)
+    if weight is None:
+        count = loss.numel() if ignored is None else \
+            int(loss.numel() - ignored.sum().item())
+        return total / float(count) if count else total / 0.0
+    with _no_grad():
+        safe = target if ignored is None else st.where(ignored, 0, target)
+        w = weight.detach().index_select(0, safe.reshape(-1))
+        if ignored is not None:
+            w = st.where(ignored.reshape(-1), 0.0, w)
+        denom = w.sum()
+    return total / denom
 
 
 def _cross_entropy_probs(input, target, weight, reduction, label_smoothing, cdim) -> Tensor:

@@ -1,5 +1,6 @@
-"""Normalisation: batch, layer and group norm, as compositions of reductions and arithmetic
-(so their gradients, to any order, come from those ops)."""
+"""Normalisation: batch, layer and group norm. Training-mode batch norm is a primitive with
+fused kernels (statistics, normalisation, backward); the rest are compositions of reductions
+and arithmetic, so their gradients, to any order, come from those ops."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 
 from .. import autograd as _ag
 from ..tensor import Tensor
-from ._registry import OpSpec, expect_tensor, register
+from ._registry import OpSpec, apply, contiguous, expect_tensor, kernel, ptr, register
 
 
 def _check_affine(op: str, t, shape: tuple, name: str) -> None:
@@ -48,13 +49,21 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
         if count <= 1:
             raise ValueError(f"{op}: expected more than 1 value per channel when training, got "
                              f"input shape {x.shape}")
-        mean = x.mean(dim=dims, keepdim=True)
-        var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)
+        if x.dtype.is_floating_point and x.dtype.name in ("float32", "float64"):
+            stats: list = []
+            out = apply(BatchNormTrain, x, weight, bias, float(eps), stats)
+            mean, var = stats
+        else:
+            mean = x.mean(dim=dims, keepdim=True)
+            var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)
+            out = None
         if training and running_mean is not None and running_var is not None:
             with _ag.no_grad():
                 running_mean.mul_(1.0 - momentum).add_(mean.reshape(c).detach() * momentum)
                 unbiased = var.reshape(c).detach() * (count / (count - 1))
                 running_var.mul_(1.0 - momentum).add_(unbiased * momentum)
+        if out is not None:
+            return out
     else:
         mean = running_mean.reshape(*shape)
         var = running_var.reshape(*shape)
@@ -64,6 +73,91 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     if bias is not None:
         out = out + bias.reshape(*shape)
     return out
+
+
+def _planes(x: Tensor) -> tuple:
+    """(outer, channels, inner) of an (N, C, ...) tensor for the batch-norm kernels."""
+    n, c = x._shape[0], x._shape[1]
+    return n, c, (x.numel() // (n * c)) if n * c else 0
+
+
+@register
+class BatchNormTrain(OpSpec):
+    """Batch norm with the batch's own statistics (channel axis 1):
+    y = (x - mean) / sqrt(var + eps) * weight + bias. The backward counts mean and var as
+    functions of x. stats, if a list, receives the batch mean and biased variance (shape (C,))
+    for the running statistics."""
+
+    name = "_batch_norm_train"
+    onnx = None
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps, stats):
+        outer, c, inner = _planes(x)
+        xc = contiguous(x)
+        mean = Tensor._empty((c,), x.dtype, x._device, x._be)
+        var = Tensor._empty((c,), x.dtype, x._device, x._be)
+        kernel(x, "batch_norm_stats")(ptr(xc), ptr(mean), ptr(var), outer, c, inner)
+        out = Tensor._empty(x._shape, x.dtype, x._device, x._be)
+        null = x._be.ffi.NULL
+        kernel(x, "batch_norm_apply")(
+            ptr(xc), ptr(mean), ptr(var), null if weight is None else ptr(contiguous(weight)),
+            null if bias is None else ptr(contiguous(bias)), ptr(out), outer, c, inner, eps)
+        if stats is not None:
+            stats[:] = [mean, var]
+        ctx.save_for_backward(x, weight)
+        ctx.mean, ctx.var, ctx.eps, ctx.has_bias = mean, var, eps, bias is not None
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        if _ag._mode.enabled:  # create_graph: a composition, differentiable again
+            return _batch_norm_backward_composed(x, weight, g, ctx.eps) + (None, None)
+        outer, c, inner = _planes(x)
+        be, null = x._be, x._be.ffi.NULL
+
+        def maybe(shape, wanted):
+            return Tensor._empty(shape, x.dtype, x._device, be) if wanted else None
+
+        dx, dw, db = maybe(x._shape, need_x), maybe((c,), need_w), maybe((c,), need_b)
+        kernel(x, "batch_norm_backward")(
+            ptr(contiguous(x)), ptr(contiguous(g)), ptr(ctx.mean), ptr(ctx.var),
+            null if weight is None else ptr(contiguous(weight)),
+            *(null if t is None else ptr(t) for t in (dx, dw, db)), outer, c, inner, ctx.eps)
+        return dx, dw, db, None, None
+
+    @staticmethod
+    def reference(x, weight, bias, eps, stats):
+        return _batch_norm_np(x, None, None, weight, bias, training=True, eps=eps)
+
+    @staticmethod
+    def samples():
+        r = np.random.default_rng(31)
+        x, c = r.standard_normal((3, 4, 2, 3)), r.standard_normal(4)
+        return [((x, c, c + 1.0, 1e-5, None), {}), ((x[:, :, 0, 0], None, None, 1e-3, None), {}),
+                ((x, c, None, 1e-5, None), {})]
+
+
+BatchNormTrain.fn = staticmethod(
+    lambda x, weight, bias, eps, stats: apply(BatchNormTrain, x, weight, bias, eps, stats))
+
+
+def _batch_norm_backward_composed(x, weight, g, eps) -> tuple:
+    """(dx, dweight, dbias) of training-mode batch norm written with Tensor ops, the
+    statistics recomputed from x so that the result differentiates correctly again."""
+    dims = (0,) + tuple(range(2, x.ndim))
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    m = x.numel() // x.shape[1]
+    xm = x - x.mean(dim=dims, keepdim=True)
+    invstd = ((xm * xm).mean(dim=dims, keepdim=True) + eps).rsqrt()
+    xhat = xm * invstd
+    db = g.sum(dim=dims)
+    dw = (g * xhat).sum(dim=dims)
+    k = invstd if weight is None else weight.reshape(*shape) * invstd
+    dx = k * (g - db.reshape(*shape) / m - xhat * dw.reshape(*shape) / m)
+    return dx, (dw if weight is not None else None), db
 
 
 def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,

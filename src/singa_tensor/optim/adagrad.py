@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .. import creation
+from ..ops import fused_updates
 from .optimizer import Optimizer, add_scaled_, with_weight_decay
 
 
@@ -59,8 +60,13 @@ class Adagrad(Optimizer):
         for p, g in self._grads(group):
             state = self._init_state(p, group)
             state["step"] += 1
-            g = with_weight_decay(g, p, group["weight_decay"])
             clr = lr / (1 + (state["step"] - 1) * lr_decay)
+            if fused_updates.adagrad_step_(p, g, state["sum"], clr=clr, eps=eps,
+                                           weight_decay=group["weight_decay"],
+                                           maximize=group["maximize"]):
+                continue
+            # composed path, for dtypes without a fused kernel
+            g = with_weight_decay(-g if group["maximize"] else g, p, group["weight_decay"])
             state["sum"].add_(g * g)
             std = state["sum"].sqrt().add_(eps)
             add_scaled_(p, g / std, -clr)

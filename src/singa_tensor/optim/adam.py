@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterable
 
 from .. import creation
+from ..ops import fused_updates
 from .optimizer import Optimizer, add_scaled_, decay_, with_weight_decay
 
 
@@ -62,8 +63,19 @@ class Adam(Optimizer):
                 state["exp_avg_sq"] = creation.zeros_like(p)
                 if group["amsgrad"]:
                     state["max_exp_avg_sq"] = creation.zeros_like(p)
+            if group["amsgrad"] and "max_exp_avg_sq" not in state:
+                state["max_exp_avg_sq"] = creation.zeros_like(p)  # amsgrad switched on later
             state["step"] += 1
             t = state["step"]
+            if fused_updates.adam_step_(
+                    p, g, state["exp_avg"], state["exp_avg_sq"],
+                    state["max_exp_avg_sq"] if group["amsgrad"] else None, lr=lr, beta1=beta1,
+                    beta2=beta2, eps=eps, weight_decay=wd, decoupled=self._decoupled,
+                    maximize=group["maximize"], step=t):
+                continue
+            # composed path, for dtypes without a fused kernel
+            if group["maximize"]:
+                g = -g
             if self._decoupled:
                 if wd != 0:
                     p.mul_(1 - lr * wd)
@@ -75,8 +87,6 @@ class Adam(Optimizer):
             step_size = lr / (1 - beta1 ** t)
             bias_correction2_sqrt = math.sqrt(1 - beta2 ** t)
             if group["amsgrad"]:
-                if "max_exp_avg_sq" not in state:  # amsgrad switched on after a first step
-                    state["max_exp_avg_sq"] = creation.zeros_like(p)
                 second = state["max_exp_avg_sq"].maximum_(exp_avg_sq)
             else:
                 second = exp_avg_sq

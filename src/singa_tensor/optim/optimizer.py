@@ -48,13 +48,12 @@ class Optimizer:
 
     @staticmethod
     def _grads(group: dict):
-        """(parameter, gradient) pairs of a group, skipping parameters without a gradient; the
-        gradient is negated when the group maximizes."""
+        """(parameter, gradient) pairs of a group as stored (the fused kernels negate the
+        gradient themselves when the group maximizes)."""
         for p in group["params"]:
             g = p.grad
-            if g is None:
-                continue
-            yield p, (-g if group.get("maximize") else g)
+            if g is not None:
+                yield p, g
 
     def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
         name = type(self).__name__
@@ -292,8 +291,7 @@ def _copy_value(v):
 
 
 # ---- whole-tensor update helpers shared by the optimizers ----------------------------------
-# Each is a handful of kernel launches over the full parameter; a fused per-optimizer kernel
-# (one pass reading grad/state/param, writing state/param) would replace these.
+# The composed update path, for parameter dtypes that have no fused kernel (ops/fused_updates).
 
 def add_scaled_(x: Tensor, y: Tensor, alpha: float) -> Tensor:
     """x += alpha * y, in place."""

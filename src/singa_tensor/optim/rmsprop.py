@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .. import creation
+from ..ops import fused_updates
 from .optimizer import Optimizer, add_scaled_, decay_, with_weight_decay
 
 
@@ -57,7 +58,14 @@ class RMSprop(Optimizer):
             if group["centered"] and "grad_avg" not in state:
                 state["grad_avg"] = creation.zeros_like(p)
             state["step"] += 1
-            g = with_weight_decay(g, p, group["weight_decay"])
+            if fused_updates.rmsprop_step_(
+                    p, g, state["square_avg"], state["momentum_buffer"] if momentum > 0 else None,
+                    state["grad_avg"] if group["centered"] else None, lr=lr, alpha=alpha, eps=eps,
+                    weight_decay=group["weight_decay"], momentum=momentum,
+                    maximize=group["maximize"]):
+                continue
+            # composed path, for dtypes without a fused kernel
+            g = with_weight_decay(-g if group["maximize"] else g, p, group["weight_decay"])
             square_avg = decay_(state["square_avg"], alpha, g * g, 1 - alpha)
             if group["centered"]:
                 grad_avg = decay_(state["grad_avg"], alpha, g, 1 - alpha)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .. import creation
+from ..ops import fused_updates
 from .optimizer import Optimizer, add_scaled_, decay_, with_weight_decay
 
 
@@ -47,12 +49,21 @@ class SGD(Optimizer):
     def _step_group(self, group: dict) -> None:
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
         for p, g in self._grads(group):
-            g = with_weight_decay(g, p, group["weight_decay"])
+            state = self.state[p] if momentum != 0 else None
+            buf = state.get("momentum_buffer") if state is not None else None
+            first = state is not None and buf is None
+            if first:
+                buf = state["momentum_buffer"] = creation.empty_like(p)
+            if fused_updates.sgd_step_(p, g, buf, lr=lr, momentum=momentum,
+                                       dampening=dampening, weight_decay=group["weight_decay"],
+                                       nesterov=group["nesterov"], maximize=group["maximize"],
+                                       first=first):
+                continue
+            # composed path, for dtypes without a fused kernel
+            g = with_weight_decay(-g if group["maximize"] else g, p, group["weight_decay"])
             if momentum != 0:
-                state = self.state[p]
-                buf = state.get("momentum_buffer")
-                if buf is None:
-                    buf = state["momentum_buffer"] = g.detach().clone()
+                if first:
+                    buf.copy_(g)
                 else:
                     decay_(buf, momentum, g, 1 - dampening)
                 g = g + buf * momentum if group["nesterov"] else buf

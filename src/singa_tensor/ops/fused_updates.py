@@ -1,0 +1,123 @@
+"""Fused optimizer updates: one kernel per parameter reads the gradient and the state once and
+writes the parameter and the state in place (see the header's "fused training kernels").
+
+These are not graph ops: optimizers call them under `no_grad` on leaf tensors. Each function
+returns False, without touching anything, when the backend has no fused kernel for the
+parameter's dtype (float16/bfloat16 parameters), and the optimizer then takes its composed path.
+
+Example:
+    >>> import singa_tensor as st
+    >>> from singa_tensor.ops import fused_updates
+    >>> p, g = st.tensor([1.0, 2.0]), st.tensor([0.5, 0.5])
+    >>> fused_updates.sgd_step_(p, g, None, lr=0.1)
+    True
+    >>> p.tolist()
+    [0.949999988079071, 1.9500000476837158]
+"""
+
+from __future__ import annotations
+
+from ..tensor import Tensor
+from ._registry import check_same_device, contiguous, copy_into, kernel, ptr
+
+_FLOATS = ("float32", "float64")
+
+
+def _prepare(op: str, p: Tensor, g: Tensor, states: tuple) -> tuple | None:
+    """Validated contiguous operands, or None when no fused kernel serves p's dtype."""
+    if p.dtype.name not in _FLOATS:
+        return None
+    check_same_device(op, p, g, *[s for s in states if s is not None])
+    for name, t in (("grad", g), *((f"state {i}", s) for i, s in enumerate(states))):
+        if t is None:
+            continue
+        if t._shape != p._shape:
+            raise ValueError(f"{op}: {name} has shape {t._shape} but the parameter has shape "
+                             f"{p._shape}")
+        if t.dtype is not p.dtype:
+            raise TypeError(f"{op}: {name} has dtype {t.dtype.name} but the parameter has "
+                            f"dtype {p.dtype.name}")
+    # written operands must be contiguous for the kernel: work on copies and write back
+    writes = [p, *states]
+    work = [w if w is None or w._contig else contiguous(w) for w in writes]
+    return contiguous(g), writes, work
+
+
+def _finish(writes: list, work: list) -> None:
+    for w, c in zip(writes, work):
+        if w is None:
+            continue
+        if c is not w:
+            copy_into(c, w)
+        else:
+            w._storage.version += 1
+
+
+def _ptr(ref: Tensor, t: Tensor | None):
+    """t's data pointer, or the backend's NULL for an absent optional operand."""
+    return ptr(t) if t is not None else ref._be.ffi.NULL
+
+
+def sgd_step_(p: Tensor, g: Tensor, buf: Tensor | None, *, lr: float, momentum: float = 0.0,
+              dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+              maximize: bool = False, first: bool = False) -> bool:
+    """SGD in place on p and the momentum buffer buf (None without momentum); first: buf is
+    set to the gradient instead of decayed (the first step)."""
+    prep = _prepare("sgd_step_", p, g, (buf,))
+    if prep is None:
+        return False
+    g, writes, work = prep
+    pw, bw = work
+    kernel(p, "sgd_step")(ptr(pw), ptr(g), _ptr(p, bw), p.numel(), lr, momentum, dampening,
+                          weight_decay, int(nesterov), int(maximize), int(first))
+    _finish(writes, work)
+    return True
+
+
+def adam_step_(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor,
+               max_exp_avg_sq: Tensor | None, *, lr: float, beta1: float, beta2: float,
+               eps: float, weight_decay: float, decoupled: bool, maximize: bool,
+               step: int) -> bool:
+    """Adam/AdamW in place on p and its moments (amsgrad when max_exp_avg_sq is given); step
+    is the 1-based step count used for the bias corrections."""
+    prep = _prepare("adam_step_", p, g, (exp_avg, exp_avg_sq, max_exp_avg_sq))
+    if prep is None:
+        return False
+    g, writes, work = prep
+    pw, mw, vw, xw = work
+    kernel(p, "adam_step")(ptr(pw), ptr(g), ptr(mw), ptr(vw), _ptr(p, xw), p.numel(), lr,
+                           beta1, beta2, eps, weight_decay, int(decoupled), int(maximize),
+                           1 - beta1 ** step, 1 - beta2 ** step)
+    _finish(writes, work)
+    return True
+
+
+def rmsprop_step_(p: Tensor, g: Tensor, square_avg: Tensor, momentum_buffer: Tensor | None,
+                  grad_avg: Tensor | None, *, lr: float, alpha: float, eps: float,
+                  weight_decay: float, momentum: float, maximize: bool) -> bool:
+    """RMSprop in place (centered when grad_avg is given, with momentum when momentum_buffer
+    is given)."""
+    prep = _prepare("rmsprop_step_", p, g, (square_avg, momentum_buffer, grad_avg))
+    if prep is None:
+        return False
+    g, writes, work = prep
+    pw, sw, bw, aw = work
+    kernel(p, "rmsprop_step")(ptr(pw), ptr(g), ptr(sw), _ptr(p, bw), _ptr(p, aw), p.numel(), lr,
+                              alpha, eps, weight_decay, momentum, int(maximize))
+    _finish(writes, work)
+    return True
+
+
+def adagrad_step_(p: Tensor, g: Tensor, state_sum: Tensor, *, clr: float, eps: float,
+                  weight_decay: float, maximize: bool) -> bool:
+    """Adagrad in place on p and the running sum of squared gradients, with the decayed
+    learning rate clr."""
+    prep = _prepare("adagrad_step_", p, g, (state_sum,))
+    if prep is None:
+        return False
+    g, writes, work = prep
+    pw, sw = work
+    kernel(p, "adagrad_step")(ptr(pw), ptr(g), ptr(sw), p.numel(), clr, eps, weight_decay,
+                              int(maximize))
+    _finish(writes, work)
+    return True

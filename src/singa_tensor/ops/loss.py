@@ -1,0 +1,116 @@
+"""Fused softmax cross entropy over the rows of a (rows, C) matrix of logits with class-index
+targets: the per-row loss in one kernel, without storing the log-probabilities. nn's
+cross_entropy validates the arguments and reduces the rows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import autograd as _ag
+from ..creation import arange
+from ..tensor import Tensor
+from ._registry import OpSpec, apply, contiguous, kernel, ptr, register
+
+
+@register
+class SoftmaxCrossEntropy(OpSpec):
+    """loss[r] = -(1 - s) w[t] logp[r, t] - s / C * sum_j w[j] logp[r, j], with
+    logp = log_softmax(x[r]), t = target[r], s = smoothing, w = weight (None: all 1); rows whose
+    target is ignore_index give 0. Targets must already be checked to lie in [0, C)."""
+
+    name = "_softmax_cross_entropy"
+    onnx = None
+
+    @staticmethod
+    def forward(ctx, x, target, weight, ignore_index, smoothing):
+        rows, c = x._shape
+        xc, tc = contiguous(x), contiguous(target)
+        wc = None if weight is None else contiguous(weight)
+        loss = Tensor._empty((rows,), x.dtype, x._device, x._be)
+        lse = Tensor._empty((rows,), x.dtype, x._device, x._be)
+        null = x._be.ffi.NULL
+        if rows:
+            kernel(x, "softmax_xent")(ptr(xc), ptr(tc), null if wc is None else ptr(wc),
+                                      ptr(loss), ptr(lse), rows, c, ignore_index, smoothing)
+        ctx.save_for_backward(x)
+        ctx.target, ctx.weight, ctx.lse = tc, wc, lse
+        ctx.ignore_index, ctx.smoothing = ignore_index, smoothing
+        return loss
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        if _ag._mode.enabled:  # create_graph: a composition, differentiable again
+            dx = _xent_grad_composed(x, ctx.target, ctx.weight, ctx.ignore_index, ctx.smoothing,
+                                     g)
+            return dx, None, None, None, None
+        rows, c = x._shape
+        dx = Tensor._empty(x._shape, x.dtype, x._device, x._be)
+        null = x._be.ffi.NULL
+        if rows:
+            kernel(x, "softmax_xent_backward")(
+                ptr(contiguous(x)), ptr(ctx.target),
+                null if ctx.weight is None else ptr(ctx.weight), ptr(ctx.lse),
+                ptr(contiguous(g)), ptr(dx), rows, c, ctx.ignore_index, ctx.smoothing)
+        return dx, None, None, None, None
+
+    @staticmethod
+    def reference(x, target, weight, ignore_index, smoothing):
+        m = x.max(axis=1, keepdims=True)
+        logp = x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
+        c = x.shape[1]
+        w = np.ones(c) if weight is None else weight
+        safe = np.where(target == ignore_index, 0, target)
+        picked = logp[np.arange(len(x)), safe] * w[safe]
+        loss = -(1 - smoothing) * picked - smoothing / c * (logp * w).sum(axis=1)
+        return np.where(target == ignore_index, 0.0, loss)
+
+    @staticmethod
+    def samples():
+        r = np.random.default_rng(32)
+        x = r.standard_normal((5, 4))
+        t = np.array([0, 3, 1, -100, 2], dtype=np.int64)
+        w = r.uniform(0.5, 2.0, 4)
+        return [((x, t, None, -100, 0.0), {}), ((x, t, w, -100, 0.2), {}),
+                ((x, np.array([1, 1, 0, 2, 3]), w, 1, 0.0), {})]
+
+
+def _xent_grad_composed(x, target, weight, ignore_index, smoothing, g):
+    """d loss / d x of SoftmaxCrossEntropy, written with Tensor ops."""
+    rows, c = x.shape
+    p = x.softmax(1)
+    valid = target != ignore_index
+    safe = target * valid.to(target.dtype)  # ignored rows point at class 0, then count 0
+    onehot = (safe.unsqueeze(1) == arange(c, device=x.device).reshape(1, c)).to(x.dtype)
+    if weight is None:
+        wt = valid.to(x.dtype)
+        wsum = float(c)
+        wrow = None
+    else:
+        wt = weight.index_select(0, safe) * valid.to(x.dtype)
+        wsum = weight.sum()
+        wrow = weight.reshape(1, c)
+    keep, per = 1.0 - smoothing, smoothing / c
+    a = (keep * wt + per * wsum * valid.to(x.dtype)).unsqueeze(1)
+    dx = p * a - onehot * (keep * wt).unsqueeze(1)
+    if smoothing:
+        dx = dx - per * (valid.to(x.dtype).unsqueeze(1) * (1.0 if wrow is None else wrow))
+    return dx * g.unsqueeze(1)
+
+
+def softmax_cross_entropy(x: Tensor, target: Tensor, weight: Tensor | None = None,
+                          ignore_index: int = -100, smoothing: float = 0.0) -> Tensor:
+    """Per-row softmax cross entropy of (rows, C) logits against int64 class indices (rows,),
+    already validated (nn.functional.cross_entropy checks and reduces).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops.loss import softmax_cross_entropy
+        >>> x = st.tensor([[0.0, 0.0], [0.0, 0.0]])
+        >>> [round(v, 4) for v in softmax_cross_entropy(x, st.tensor([0, 1])).tolist()]
+        [0.6931, 0.6931]
+    """
+    return apply(SoftmaxCrossEntropy, x, target, weight, int(ignore_index), float(smoothing))
+
+
+SoftmaxCrossEntropy.fn = staticmethod(softmax_cross_entropy)

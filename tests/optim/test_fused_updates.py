@@ -1,0 +1,133 @@
+"""The fused optimizer kernels against numpy transcriptions of PyTorch's update rules, their
+handling of non-contiguous operands, and their argument checks."""
+
+import numpy as np
+import pytest
+
+import singa_tensor as st
+from singa_tensor import optim
+from singa_tensor.ops import fused_updates as fu
+
+R = np.random.default_rng(7)
+
+
+def _t(a):
+    return st.tensor(np.array(a, dtype=np.float64))
+
+
+@pytest.mark.parametrize("nesterov,maximize,wd,damp", [(False, False, 0.0, 0.0),
+                                                       (True, True, 0.1, 0.0),
+                                                       (False, False, 0.05, 0.3)])
+def test_sgd_step_matches_formula(nesterov, maximize, wd, damp):
+    p0, b0 = R.standard_normal(9), R.standard_normal(9)
+    grads = [R.standard_normal(9) for _ in range(3)]
+    p, buf = _t(p0), _t(b0)
+    want_p, want_b = p0.copy(), None
+    for i, g in enumerate(grads):
+        assert fu.sgd_step_(p, _t(g), buf, lr=0.1, momentum=0.9, dampening=damp,
+                            weight_decay=wd, nesterov=nesterov, maximize=maximize, first=i == 0)
+        ge = (-g if maximize else g) + wd * want_p
+        want_b = ge.copy() if i == 0 else 0.9 * want_b + (1 - damp) * ge
+        want_p = want_p - 0.1 * (ge + 0.9 * want_b if nesterov else want_b)
+        np.testing.assert_allclose(p.numpy(), want_p, rtol=1e-12)
+        np.testing.assert_allclose(buf.numpy(), want_b, rtol=1e-12)
+
+
+@pytest.mark.parametrize("amsgrad,decoupled,maximize", [(False, False, False), (True, True, True),
+                                                         (True, False, False)])
+def test_adam_step_matches_formula(amsgrad, decoupled, maximize):
+    p0 = R.standard_normal(7)
+    p, m, v = _t(p0), _t(np.zeros(7)), _t(np.zeros(7))
+    vmax = _t(np.zeros(7)) if amsgrad else None
+    wp, wm, wv, wx = p0.copy(), np.zeros(7), np.zeros(7), np.zeros(7)
+    lr, b1, b2, eps, wd = 0.01, 0.8, 0.95, 1e-8, 0.2
+    for t in range(1, 4):
+        g = R.standard_normal(7)
+        assert fu.adam_step_(p, _t(g), m, v, vmax, lr=lr, beta1=b1, beta2=b2, eps=eps,
+                             weight_decay=wd, decoupled=decoupled, maximize=maximize, step=t)
+        ge = -g if maximize else g
+        if decoupled:
+            wp = wp * (1 - lr * wd)
+        else:
+            ge = ge + wd * wp
+        wm = b1 * wm + (1 - b1) * ge
+        wv = b2 * wv + (1 - b2) * ge * ge
+        wx = np.maximum(wx, wv)
+        second = wx if amsgrad else wv
+        wp = wp - lr / (1 - b1 ** t) * wm / (np.sqrt(second) / np.sqrt(1 - b2 ** t) + eps)
+        np.testing.assert_allclose(p.numpy(), wp, rtol=1e-12)
+        np.testing.assert_allclose(v.numpy(), wv, rtol=1e-12)
+
+
+@pytest.mark.parametrize("centered,momentum", [(False, 0.0), (True, 0.9)])
+def test_rmsprop_step_matches_formula(centered, momentum):
+    p0 = R.standard_normal(6)
+    p, sq = _t(p0), _t(np.zeros(6))
+    buf = _t(np.zeros(6)) if momentum else None
+    ga = _t(np.zeros(6)) if centered else None
+    wp, wsq, wb, wga = p0.copy(), np.zeros(6), np.zeros(6), np.zeros(6)
+    for _ in range(3):
+        g = R.standard_normal(6)
+        assert fu.rmsprop_step_(p, _t(g), sq, buf, ga, lr=0.01, alpha=0.9, eps=1e-6,
+                                weight_decay=0.1, momentum=momentum, maximize=False)
+        ge = g + 0.1 * wp
+        wsq = 0.9 * wsq + 0.1 * ge * ge
+        var = wsq
+        if centered:
+            wga = 0.9 * wga + 0.1 * ge
+            var = wsq - wga * wga
+        upd = ge / (np.sqrt(var) + 1e-6)
+        if momentum:
+            wb = momentum * wb + upd
+            upd = wb
+        wp = wp - 0.01 * upd
+        np.testing.assert_allclose(p.numpy(), wp, rtol=1e-12)
+
+
+def test_adagrad_step_matches_formula():
+    p0 = R.standard_normal(5)
+    p, s = _t(p0), _t(np.full(5, 0.1))
+    wp, ws = p0.copy(), np.full(5, 0.1)
+    for _ in range(3):
+        g = R.standard_normal(5)
+        assert fu.adagrad_step_(p, _t(g), s, clr=0.3, eps=1e-10, weight_decay=0.0,
+                                maximize=True)
+        ge = -g
+        ws = ws + ge * ge
+        wp = wp - 0.3 * ge / (np.sqrt(ws) + 1e-10)
+        np.testing.assert_allclose(p.numpy(), wp, rtol=1e-12)
+
+
+def test_non_contiguous_parameter_and_gradient_are_updated_in_place():
+    base = _t(R.standard_normal((4, 3)))
+    p = base.t()  # a transposed view: the kernel works on a copy that is written back
+    g = _t(R.standard_normal((4, 3))).t()
+    want = p.numpy() - 0.5 * g.numpy()
+    v0 = base._storage.version
+    assert fu.sgd_step_(p, g, None, lr=0.5)
+    np.testing.assert_allclose(p.numpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(base.numpy(), want.T, rtol=1e-12)
+    assert base._storage.version > v0
+
+
+def test_half_precision_parameters_take_the_composed_path():
+    p = st.tensor([1.0, -2.0], dtype=st.float16)
+    assert fu.sgd_step_(p, st.tensor([0.5, 0.5], dtype=st.float16), None, lr=0.1) is False
+    w = st.tensor([1.0, -2.0], dtype=st.float16, requires_grad=True)
+    opt = optim.SGD([w], lr=0.1, momentum=0.9)
+    (w.float() * w.float()).sum().backward()
+    opt.step()
+    np.testing.assert_allclose(w.detach().float().numpy(), [0.8, -1.6], rtol=1e-3)
+
+
+def test_fused_update_argument_errors():
+    p = _t(np.zeros(3))
+    with pytest.raises(ValueError, match=r"sgd_step_: grad has shape \(2,\).*\(3,\)"):
+        fu.sgd_step_(p, _t(np.zeros(2)), None, lr=0.1)
+    with pytest.raises(TypeError, match="adam_step_: state 0 has dtype float32"):
+        fu.adam_step_(p, _t(np.zeros(3)), st.zeros(3), _t(np.zeros(3)), None, lr=0.1,
+                      beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, decoupled=False,
+                      maximize=False, step=1)
+    with pytest.raises(ValueError, match=r"adagrad_step_: state 0 has shape \(4,\)"):
+        fu.adagrad_step_(p, _t(np.zeros(3)), _t(np.zeros(4)), clr=0.1, eps=1e-10,
+                         weight_decay=0.0, maximize=False)
