@@ -3,24 +3,30 @@ so the same suite reruns on CUDA when a GPU is present."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 import numpy as np
-import pytest
 
 import singa_tensor as st
 
-DEVICE = os.environ.get("SINGA_TENSOR_DEVICE", "cpu")
+# "fake-cuda" runs the suite through backend/cuda.py on the stand-in device defined below
+REQUESTED_DEVICE = os.environ.get("SINGA_TENSOR_DEVICE", "cpu")
+DEVICE = "cuda:0" if REQUESTED_DEVICE == "fake-cuda" else REQUESTED_DEVICE
 # CI replays the same generated examples on every run (it sets CI); elsewhere hypothesis
 # explores new ones each time
 DERANDOMIZE = bool(os.environ.get("CI"))
 
-if DEVICE.startswith("cuda"):
+
+def device_problem() -> str | None:
+    """Why the device under test cannot be used, or None when it can."""
+    if DEVICE == "cpu":
+        return None
     try:
         st.tensor([0.0], device=DEVICE)
     except Exception as e:  # noqa: BLE001 - any failure means no usable GPU
-        pytest.skip(f"SINGA_TENSOR_DEVICE={DEVICE} but no usable CUDA device: {e}",
-                    allow_module_level=True)
+        return f"SINGA_TENSOR_DEVICE={DEVICE} but no usable CUDA device: {e}"
+    return None
 
 
 def as_tensor(a, requires_grad: bool = False):
@@ -53,3 +59,229 @@ def assert_close(got, want, rtol=1e-5, atol=1e-6, equal_nan=True, msg=""):
         return
     np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
                                atol=atol, equal_nan=equal_nan, err_msg=msg)
+
+
+# ---- a stand-in CUDA device for machines without a GPU ----------------------------------------
+# backend/cuda.py runs unchanged on top of fakes: "device memory" is host memory, the kernels
+# are the CPU library's (the trailing stream argument is checked and dropped) and cuBLAS is a
+# numpy model of its column-major strided-batched GEMM. This exercises every Python path of the
+# CUDA backend (allocation, launches, transfers, the cuBLAS argument mapping) without a GPU.
+
+
+class FakeCudaError(RuntimeError):
+    pass
+
+
+class _FakeMem:
+    """A pooled host buffer: freed buffers are kept by size and handed out again, like
+    CuPy's memory pool, so the allocator statistics behave alike."""
+
+    free: dict = {}
+    used = [0]
+
+    def __init__(self, nbytes: int):
+        cached = self.free.get(nbytes)
+        # a recognisable pattern: a kernel that forgets to write an element shows it
+        self.buf = cached.pop() if cached else np.full(max(nbytes, 1), 0xAB, dtype=np.uint8)
+        self.ptr = self.buf.ctypes.data if nbytes else 0
+        self.nbytes = nbytes
+        self.used[0] += nbytes
+
+    def __del__(self):
+        self.used[0] -= self.nbytes
+        self.free.setdefault(self.nbytes, []).append(self.buf)
+
+
+def _fake_cupy(pool_limit: int):
+    import types
+
+    streams_seen = []
+
+    class OutOfMemoryError(MemoryError):
+        pass
+
+    def alloc(nbytes):
+        if nbytes > pool_limit:
+            raise OutOfMemoryError(f"Out of memory allocating {nbytes:,} bytes")
+        return _FakeMem(nbytes)
+
+    def memcpy_async(dst, src, n, kind, stream):
+        streams_seen.append(stream)
+        ctypes.memmove(dst, src, n)
+
+    class Stream:
+        ptr = 0
+
+        def synchronize(self):
+            pass
+
+    class Device:
+        def __init__(self, index=0):
+            self.id = index
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def synchronize(self):
+            pass
+
+    class Pool:
+        def used_bytes(self):
+            return _FakeMem.used[0]
+
+        def free_bytes(self):
+            return sum(k * len(v) for k, v in _FakeMem.free.items())
+
+        def free_all_blocks(self):
+            _FakeMem.free.clear()
+
+    runtime = types.SimpleNamespace(
+        getDeviceCount=lambda: 1, getDevice=lambda: 0, CUDARuntimeError=FakeCudaError,
+        memcpyAsync=memcpy_async, memcpyDefault=4)
+    cuda = types.SimpleNamespace(
+        runtime=runtime, alloc=alloc, Device=Device, get_current_stream=lambda i=-1: Stream(),
+        memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError),
+        device=types.SimpleNamespace(get_cublas_handle=lambda: 1))
+    mod = types.ModuleType("cupy")
+    mod.cuda = cuda
+    mod.get_default_memory_pool = Pool
+    mod.streams_seen = streams_seen
+    return mod
+
+
+def _host_matrix(addr, rows, cols, ld, dtype):
+    """The column-major rows x cols matrix at addr with leading dimension ld, as numpy."""
+    item = np.dtype(dtype).itemsize
+    n = (rows - 1) + (cols - 1) * ld + 1
+    buf = (ctypes.c_char * (n * item)).from_address(addr)
+    flat = np.frombuffer(buf, dtype=dtype)
+    return np.lib.stride_tricks.as_strided(flat, (rows, cols), (item, ld * item))
+
+
+def _fake_cublas():
+    import types
+
+    calls = []
+
+    def strided_batched(dtype):
+        def gemm(handle, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+                 batch):
+            calls.append((ta, tb, m, n, k, lda, ldb, ldc, batch))
+            al = np.frombuffer((ctypes.c_char * 8).from_address(alpha), dtype=dtype, count=1)[0]
+            be = np.frombuffer((ctypes.c_char * 8).from_address(beta), dtype=dtype, count=1)[0]
+            item = np.dtype(dtype).itemsize
+            for p in range(batch):
+                A = _host_matrix(a + p * sa * item, *((m, k) if ta == 0 else (k, m)), lda, dtype)
+                B = _host_matrix(b + p * sb * item, *((k, n) if tb == 0 else (n, k)), ldb, dtype)
+                C = _host_matrix(c + p * sc * item, m, n, ldc, dtype)
+                prod = (A if ta == 0 else A.T) @ (B if tb == 0 else B.T)
+                C[...] = al * prod + (be * C if be != 0 else 0)
+        return gemm
+
+    return types.SimpleNamespace(
+        sgemmStridedBatched=strided_batched(np.float32),
+        dgemmStridedBatched=strided_batched(np.float64),
+        setPointerMode=lambda h, mode: None, CUBLAS_POINTER_MODE_HOST=0, calls=calls)
+
+
+class _FakeLib:
+    """The CPU library under the CUDA ABI: every kernel takes a trailing stream."""
+
+    def __init__(self, cpu_lib, ffi):
+        self._cpu, self._ffi = cpu_lib, ffi
+        self.error = None  # the next "launch error" to report
+        self.streams = []
+
+    def st_cuda_device_count(self):
+        return 1
+
+    def st_cuda_last_error(self):
+        err, self.error = self.error, None
+        return self._ffi.NULL if err is None else self._ffi.new("char[]", err.encode())
+
+    def st_cuda_clear_error(self):
+        self.error = None
+
+    def __getattr__(self, symbol):
+        fn = getattr(self._cpu, symbol)  # AttributeError: no such kernel
+        if not symbol.startswith("st_") or symbol.startswith(("st_alloc", "st_free")):
+            raise AttributeError(symbol)
+        streams = self.streams
+
+        def launch(*args):
+            stream = args[-1]
+            assert self._ffi.typeof(stream) is self._ffi.typeof("void *"), stream
+            streams.append(stream)
+            return fn(*args[:-1])
+
+        setattr(self, symbol, launch)
+        return launch
+
+
+_fake = None
+
+
+def install_fake_cuda(pool_limit: int = 1 << 34):
+    """Make "cuda:0" the stand-in device (see above); returns its backend module. Idempotent:
+    the session-wide install (SINGA_TENSOR_DEVICE=fake-cuda) and the test fixture share it."""
+    global _fake
+    import importlib.util
+    import sys
+    import types
+    from pathlib import Path
+
+    from singa_tensor import backend
+    from singa_tensor.backend import cpu
+
+    if _fake is None:
+        cupy = _fake_cupy(pool_limit)
+        ffi_mod = types.ModuleType("singa_tensor.backend._cuda_ffi")
+        ffi_mod.ffi, ffi_mod.lib = cpu.ffi, _FakeLib(cpu.lib, cpu.ffi)
+        names = ("cupy", "singa_tensor.backend._cuda_ffi")
+        saved = {n: sys.modules.get(n) for n in names}
+        sys.modules.update(dict(zip(names, (cupy, ffi_mod))))
+        try:
+            path = Path(backend.__file__).with_name("cuda.py")
+            spec = importlib.util.spec_from_file_location("singa_tensor.backend._fake_cuda",
+                                                          path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        finally:
+            for n, m in saved.items():
+                if m is None:
+                    sys.modules.pop(n, None)
+                else:
+                    sys.modules[n] = m
+        cublas = _fake_cublas()
+        mod._load_cublas = lambda: (cublas, lambda: 1)
+        mod.fake_cupy, mod.fake_lib, mod.fake_cublas = cupy, ffi_mod.lib, cublas
+        _fake = mod
+    _forget_cuda()
+    backend._loaded["cuda"] = _fake
+    return _fake
+
+
+def uninstall_fake_cuda() -> None:
+    from singa_tensor import backend, creation
+
+    if backend._loaded.get("cuda") is _fake:
+        del backend._loaded["cuda"]
+    _forget_cuda()
+    if creation.get_default_device().type == "cuda":
+        creation.set_default_device("cpu")
+
+
+def _forget_cuda() -> None:
+    """Drop every cache entry that holds a CUDA backend or tensor."""
+    from singa_tensor import backend, creation
+    from singa_tensor.ops import _registry
+
+    for k in [k for k in backend._by_key if k[0] == "cuda"]:
+        del backend._by_key[k]
+    for k in [k for k in _registry._kernel_cache if getattr(k[0], "name", "") == "cuda"]:
+        del _registry._kernel_cache[k]
+    for k in [k for k in creation._scalar_cache if st.device(k[3]).type == "cuda"]:
+        del creation._scalar_cache[k]

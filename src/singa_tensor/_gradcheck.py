@@ -11,13 +11,23 @@ from .autograd import grad
 from .tensor import Tensor
 
 
+def _host(t: Tensor) -> np.ndarray:
+    """t's values as a host numpy array (a copy off the CPU)."""
+    return t.detach().numpy(force=True)
+
+
 def _numerical_jacobian(fn, inputs, eps):
+    from . import creation
 
     def flat_out():
         out = fn(*inputs)  # grad mode stays on: fn may itself differentiate (gradgradcheck)
         outs = out if isinstance(out, tuple) else (out,)
-        return [o.detach().numpy().astype(np.float64).ravel().copy() for o in outs
+        return [_host(o).astype(np.float64).ravel().copy() for o in outs
                 if isinstance(o, Tensor)]
+
+    def write(t, flat):  # perturb through the tensor API, so any device works
+        t.detach().copy_(creation.tensor(flat.reshape(t.shape), dtype=t.dtype,
+                                         device=t.device))
 
     base = flat_out()
     jac = []  # per input: array [n_in, n_out_total]
@@ -25,19 +35,21 @@ def _numerical_jacobian(fn, inputs, eps):
         if not (isinstance(t, Tensor) and t.requires_grad):
             jac.append(None)
             continue
-        arr = t.detach().numpy()  # zero-copy view: writes go to the tensor
-        flat = arr.reshape(-1) if arr.flags.c_contiguous else None
-        if flat is None:
+        if not t.is_contiguous():
             raise ValueError("gradcheck: inputs must be contiguous")
+        flat = _host(t).reshape(-1).copy()
         n_out = sum(b.size for b in base)
         J = np.zeros((flat.size, n_out))
         for i in range(flat.size):
             orig = flat[i]
             flat[i] = orig + eps
+            write(t, flat)
             plus = np.concatenate(flat_out()) if base else np.zeros(0)
             flat[i] = orig - eps
+            write(t, flat)
             minus = np.concatenate(flat_out()) if base else np.zeros(0)
             flat[i] = orig
+            write(t, flat)
             J[i] = (plus - minus) / (2 * eps)
         jac.append(J)
     return base, jac
@@ -59,11 +71,11 @@ def _analytical_jacobian(fn, inputs, create_graph=False):
                 continue
             seed = np.zeros(size)
             seed[j] = 1.0
-            g_out = creation.tensor(seed.reshape(o.shape), dtype=o.dtype)
+            g_out = creation.tensor(seed.reshape(o.shape), dtype=o.dtype, device=o.device)
             gs = grad(o, diff_in, g_out, retain_graph=True, allow_unused=True)
             for k, g in enumerate(gs):
                 if g is not None:
-                    jac[k][:, col] = g.numpy().astype(np.float64).ravel()
+                    jac[k][:, col] = _host(g).astype(np.float64).ravel()
             col += 1
     return jac
 

@@ -13,6 +13,31 @@ from . import random as _random
 from .tensor import Tensor
 
 default_float = _dt.float32
+_default_device = _backend.CPU
+
+
+def set_default_device(device) -> None:
+    """The device of tensors created without an explicit device (initially "cpu"); the test
+    suite sets it from SINGA_TENSOR_DEVICE to rerun on CUDA.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.set_default_device("cpu"); st.zeros(1).device
+        device(type='cpu')
+    """
+    global _default_device
+    device = _backend.as_device(device)
+    _backend.get(device)  # a clear error now rather than at the next tensor
+    _default_device = device
+
+
+def get_default_device():
+    """The device of tensors created without an explicit device."""
+    return _default_device
+
+
+def _device(device):
+    return _default_device if device is None else _backend.as_device(device)
 
 
 def _shape_arg(op: str, shape) -> tuple:
@@ -42,7 +67,7 @@ def _finish(t: Tensor, requires_grad: bool, op: str) -> Tensor:
 
 def _from_array(a: np.ndarray, dtype, device) -> Tensor:
     """A new tensor holding a copy of numpy array a (any dtype numpy can cast)."""
-    device = _backend.as_device(device)
+    device = _device(device)
     if dtype is _dt.bfloat16:
         return _from_array(a, _dt.float32, device).to(_dt.bfloat16)
     flat = np.ascontiguousarray(a, dtype=dtype.np).reshape(-1).copy()
@@ -145,9 +170,40 @@ def from_numpy(a: np.ndarray) -> Tensor:
     return Tensor._make(cpu.from_numpy(flat, d), tuple(a.shape), None, 0, d, _backend.CPU, cpu)
 
 
+def _wrap_host_array(a: np.ndarray, op: str) -> Tensor:
+    """A CPU tensor sharing a's memory when its dtype, strides (non-negative, whole
+    elements) and writability allow, else a copy. The tensor keeps a alive."""
+    d = _dt.from_numpy_dtype(a.dtype)
+    item = a.itemsize
+    if (d.np != a.dtype or not a.flags.writeable or a.size == 0
+            or any(s < 0 or s % item for s in a.strides)):
+        return tensor(a, dtype=d, device=_backend.CPU)
+    strides = tuple(s // item for s in a.strides)
+    span = 1 + sum((n - 1) * s for n, s in zip(a.shape, strides))
+    flat = np.lib.stride_tricks.as_strided(a, shape=(span,), strides=(item,))
+    if d is _dt.bool_:
+        flat = flat.view(np.uint8)
+    cpu = _backend.get(_backend.CPU)
+    return Tensor._make(cpu.from_numpy(flat, d), tuple(a.shape), strides, 0, d, _backend.CPU,
+                        cpu)
+
+
+def from_dlpack(obj) -> Tensor:
+    """A tensor sharing memory with any DLPack producer (numpy arrays on the CPU, CuPy
+    arrays on CUDA, other frameworks' tensors); the tensor keeps the producer's memory alive.
+
+    Example:
+        >>> import numpy as np, singa_tensor as st
+        >>> a = np.arange(4.0)
+        >>> t = st.from_dlpack(a); a[0] = 9
+        >>> t.tolist()
+        [9.0, 1.0, 2.0, 3.0]
+    """
+    return _backend.from_dlpack(obj)
+
+
 def _new(shape, dtype, device) -> Tensor:
-    device = _backend.as_device(device)
-    return Tensor._empty(shape, dtype, device)
+    return Tensor._empty(shape, dtype, _device(device))
 
 
 def _fill(t: Tensor, value) -> Tensor:

@@ -208,11 +208,12 @@ class Tensor:
 
     # ---- conversion to Python and numpy ------------------------------------------------------
     def _numpy(self) -> np.ndarray:
-        if self._device.type != "cpu":
-            return self._be.to_numpy(self)
-        return _backend.get(self._device).view_numpy(
-            self._storage, self.dtype, self._shape, self._strides, self._offset
-        )
+        """The values as numpy: a view where the backend's memory is host memory (it has
+        `view_numpy`), else a host copy."""
+        view = getattr(self._be, "view_numpy", None)
+        if view is None:
+            return self.detach().cpu()._numpy()
+        return view(self._storage, self.dtype, self._shape, self._strides, self._offset)
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The tensor as a numpy array: a view (no copy) on the CPU.
@@ -229,12 +230,12 @@ class Tensor:
             )
         if self.dtype is _dt.bfloat16:
             raise TypeError("numpy(): numpy has no bfloat16; use tensor.float().numpy()")
-        if self._device.type != "cpu":
+        if not hasattr(self._be, "view_numpy"):
             if not force:
                 raise TypeError(
                     f"numpy(): the tensor is on {self._device}; copy it with .cpu() first"
                 )
-            return self.cpu()._numpy()
+            return self.detach().cpu().numpy()
         a = self._numpy()
         return a.view(np.bool_) if self.dtype is _dt.bool_ else a
 
@@ -318,6 +319,42 @@ class Tensor:
 
     def __reduce__(self):
         raise TypeError("Tensors are not pickled; use st.save / st.load")
+
+    # ---- interchange: CUDA array interface and DLPack ----------------------------------------
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """CUDA memory description for CuPy, Numba and others (CUDA tensors only: on other
+        devices the attribute does not exist, so consumers do not mistake host memory)."""
+        export = getattr(self._be, "cuda_array_interface", None)
+        if export is None:
+            raise AttributeError(f"__cuda_array_interface__: the tensor is on {self._device}, "
+                                 "not on a CUDA device")
+        self._check_export("__cuda_array_interface__")
+        return export(self)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule sharing this tensor's memory (CPU or CUDA).
+
+        Example:
+            >>> import numpy as np, singa_tensor as st
+            >>> t = st.arange(3)
+            >>> a = np.from_dlpack(t); a[0] = 7
+            >>> t.tolist()
+            [7, 1, 2]
+        """
+        self._check_export("__dlpack__")
+        return _backend.dlpack(self, stream=stream, max_version=max_version,
+                               dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple:
+        return _backend.dlpack_device(self)
+
+    def _check_export(self, what: str) -> None:
+        if self.requires_grad:
+            raise RuntimeError(f"{what}: can't export a tensor that requires grad; use "
+                               "tensor.detach()")
+        if self.dtype is _dt.bfloat16:
+            raise TypeError(f"{what}: bfloat16 cannot be exported; use tensor.float()")
 
     # ---- autograd ----------------------------------------------------------------------------
     def backward(self, gradient=None, retain_graph: bool | None = None,
@@ -455,7 +492,8 @@ class Tensor:
         self._node.register_hook(self._out, keep)
 
     # ---- devices and dtypes ------------------------------------------------------------------
-    def to(self, *args, dtype=None, device=None, copy: bool = False) -> Tensor:
+    def to(self, *args, dtype=None, device=None, copy: bool = False,
+           non_blocking: bool = False) -> Tensor:
         """Convert to another dtype and/or device; returns self when nothing changes.
 
         Example:
@@ -496,7 +534,13 @@ class Tensor:
         return self.to("cpu")
 
     def cuda(self, device=None) -> Tensor:
-        return self.to(device if device is not None else "cuda")
+        """A copy on a CUDA device (default cuda:0; an int picks the index); self if already
+        there. Gradients flow back to this tensor's device."""
+        if device is None:
+            device = "cuda"
+        elif isinstance(device, int) and not isinstance(device, bool):
+            device = Device("cuda", device)
+        return self.to(device=device)
 
     def float(self) -> Tensor:
         return self.to(_dt.float32)

@@ -18,6 +18,8 @@ class Device:
         if isinstance(spec, Device):
             self.type, self.index = spec.type, spec.index
             return
+        if isinstance(spec, int) and not isinstance(spec, bool):  # PyTorch: an int is a GPU
+            spec = f"cuda:{spec}" if spec >= 0 else str(spec)
         if not isinstance(spec, str):
             raise TypeError(f"device: expected a string such as 'cpu' or 'cuda:0', got {spec!r}")
         kind, _, num = spec.partition(":")
@@ -31,6 +33,8 @@ class Device:
             index = int(num)
         if kind == "cuda" and index is None:
             index = 0
+        if index is not None and (not isinstance(index, int) or index < 0):
+            raise ValueError(f"device: the index must be a non-negative int, got {index!r}")
         if kind == "cpu":
             index = None
         self.type, self.index = kind, index

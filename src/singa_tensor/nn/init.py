@@ -214,7 +214,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    g = creation.randn(rows, cols, generator=generator, dtype=_dt.float64).numpy()
+    g = creation.randn(rows, cols, generator=generator, dtype=_dt.float64).numpy(force=True)
     if rows < cols:
         g = g.T
     # The core has no QR op. Initialisation runs once per parameter, outside any graph, so the

@@ -133,6 +133,8 @@ def contiguous(t: Tensor) -> Tensor:
 
 def copy_into(src: Tensor, dst: Tensor) -> None:
     """dst[...] = src elementwise; src broadcast to dst's shape; same dtype."""
+    if src._be is not dst._be:  # a kernel must never see another device's pointer
+        check_same_device("copy", src, dst)
     shape = dst._shape
     nd = len(shape)
     ss = broadcast_strides(src, shape)

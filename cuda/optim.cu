@@ -1,0 +1,151 @@
+// Fused optimizer updates, the CUDA twin of cpp/src/optim.cc: one thread per element reads the
+// gradient and the state once and writes the parameter and the state once. The scalar factors
+// are rounded to T on the host exactly as the CPU rounds them.
+#include <cmath>
+
+#include "common.cuh"
+
+namespace st {
+namespace {
+
+using cuda::thread_count;
+using cuda::thread_index;
+
+// The gradient as the update sees it: negated when maximizing, plus L2 weight decay.
+template <class T>
+__device__ __forceinline__ T effective_grad(T g, T p, T wd, bool maximize) {
+  g = maximize ? -g : g;
+  return g + wd * p;
+}
+
+// kState: 0 without a momentum buffer, 1 on the first step (the buffer starts as the gradient),
+// 2 afterwards
+template <class T, int kState>
+__global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf,
+                           int64_t n, T lr, T mom, T keep, T wd, bool nesterov, bool maximize) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) {
+    const T gi = effective_grad(g[i], p[i], wd, maximize);
+    if (kState == 0) {
+      p[i] -= lr * gi;
+    } else {
+      const T b = kState == 1 ? gi : mom * buf[i] + keep * gi;
+      buf[i] = b;
+      p[i] -= lr * (nesterov ? gi + mom * b : b);
+    }
+  }
+}
+
+template <class T>
+__global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
+                            T* __restrict__ v, T* __restrict__ vmax, int64_t n, T b1, T b2, T c1,
+                            T c2, T eps, T l2, T shrink, T step, T sqrt_bias2, bool maximize) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) {
+    const T p0 = p[i];
+    const T pi = p0 * shrink;
+    const T gi = effective_grad(g[i], p0, l2, maximize);
+    const T mi = b1 * m[i] + c1 * gi;
+    T vi = b2 * v[i] + c2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    if (vmax != nullptr) {
+      vi = vi > vmax[i] ? vi : vmax[i];
+      vmax[i] = vi;
+    }
+    p[i] = pi - step * (mi / (std::sqrt(vi) / sqrt_bias2 + eps));  // PyTorch's op order
+  }
+}
+
+template <class T>
+__global__ void rmsprop_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sq,
+                               T* __restrict__ buf, T* __restrict__ gavg, int64_t n, T lr,
+                               T alpha, T c, T eps, T wd, T mom, bool maximize) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) {
+    const T gi = effective_grad(g[i], p[i], wd, maximize);
+    const T si = alpha * sq[i] + c * gi * gi;
+    sq[i] = si;
+    T var = si;
+    if (gavg != nullptr) {
+      const T ai = alpha * gavg[i] + c * gi;
+      gavg[i] = ai;
+      var = si - ai * ai;
+    }
+    const T upd = gi / (std::sqrt(var) + eps);
+    if (buf != nullptr) {
+      const T b = mom * buf[i] + upd;
+      buf[i] = b;
+      p[i] -= lr * b;
+    } else {
+      p[i] -= lr * upd;
+    }
+  }
+}
+
+template <class T>
+__global__ void adagrad_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sum,
+                               int64_t n, T clr, T eps, T wd, bool maximize) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) {
+    const T gi = effective_grad(g[i], p[i], wd, maximize);
+    const T si = sum[i] + gi * gi;
+    sum[i] = si;
+    p[i] -= clr * gi / (std::sqrt(si) + eps);
+  }
+}
+
+template <class T>
+void sgd(T* p, const T* g, T* buf, int64_t n, double lr, double mom, double damp, double wd,
+         bool nesterov, bool maximize, bool first, void* stream) {
+  const T args[4] = {T(lr), T(mom), T(1 - damp), T(wd)};
+  if (buf == nullptr)
+    cuda::launch_1d(sgd_kernel<T, 0>, n, stream, p, g, buf, n, args[0], args[1], args[2],
+                    args[3], nesterov, maximize);
+  else if (first)
+    cuda::launch_1d(sgd_kernel<T, 1>, n, stream, p, g, buf, n, args[0], args[1], args[2],
+                    args[3], nesterov, maximize);
+  else
+    cuda::launch_1d(sgd_kernel<T, 2>, n, stream, p, g, buf, n, args[0], args[1], args[2],
+                    args[3], nesterov, maximize);
+}
+
+template <class T>
+void adam(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, double lr, double b1, double b2,
+          double eps, double wd, bool decoupled, bool maximize, double bias1, double bias2,
+          void* stream) {
+  const T l2 = decoupled ? T(0) : T(wd);
+  const T shrink = decoupled ? T(1 - lr * wd) : T(1);
+  // 1 - beta in double, as PyTorch passes it: 1 - 0.999f in float32 is off by 1e-5 relative
+  cuda::launch_1d(adam_kernel<T>, n, stream, p, g, m, v, vmax, n, T(b1), T(b2), T(1 - b1),
+                  T(1 - b2), T(eps), l2, shrink, T(lr / bias1), T(std::sqrt(bias2)), maximize);
+}
+
+}  // namespace
+}  // namespace st
+
+extern "C" {
+#define ST_CUDA_DEF_OPTIM(sfx, T, _)                                                           \
+  void st_sgd_step_##sfx(T* p, const T* g, T* buf, int64_t n, double lr, double momentum,      \
+                         double dampening, double weight_decay, int32_t nesterov,             \
+                         int32_t maximize, int32_t first, void* stream) {                     \
+    st::sgd(p, g, buf, n, lr, momentum, dampening, weight_decay, nesterov, maximize, first,    \
+            stream);                                                                           \
+  }                                                                                            \
+  void st_adam_step_##sfx(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, double lr,         \
+                          double beta1, double beta2, double eps, double weight_decay,         \
+                          int32_t decoupled, int32_t maximize, double bias1, double bias2,     \
+                          void* stream) {                                                      \
+    st::adam(p, g, m, v, vmax, n, lr, beta1, beta2, eps, weight_decay, decoupled, maximize,    \
+             bias1, bias2, stream);                                                            \
+  }                                                                                            \
+  void st_rmsprop_step_##sfx(T* p, const T* g, T* sq, T* buf, T* gavg, int64_t n, double lr,   \
+                             double alpha, double eps, double weight_decay, double momentum,   \
+                             int32_t maximize, void* stream) {                                 \
+    st::cuda::launch_1d(st::rmsprop_kernel<T>, n, stream, p, g, sq, buf, gavg, n, T(lr),       \
+                        T(alpha), T(1 - alpha), T(eps), T(weight_decay), T(momentum),          \
+                        maximize != 0);                                                        \
+  }                                                                                            \
+  void st_adagrad_step_##sfx(T* p, const T* g, T* sum, int64_t n, double clr, double eps,      \
+                             double weight_decay, int32_t maximize, void* stream) {            \
+    st::cuda::launch_1d(st::adagrad_kernel<T>, n, stream, p, g, sum, n, T(clr), T(eps),        \
+                        T(weight_decay), maximize != 0);                                       \
+  }
+ST_FLOAT_TYPES(ST_CUDA_DEF_OPTIM, _)
+}

@@ -1,0 +1,346 @@
+"""The CUDA backend: device memory from CuPy's memory pool, the CUDA library's kernels (cffi API
+mode, the same C ABI as the CPU library plus a trailing stream) launched on CuPy's current
+stream, float matrix products through cuBLAS.
+
+Importing this module raises ImportError when CuPy or the CUDA library is missing, which
+`backend.get` reports as "the cuda backend is not available". Shape and stride arrays passed
+to kernels are host memory (the kernels copy them into their launch parameters); tensor data
+pointers are device pointers.
+"""
+
+from __future__ import annotations
+
+import cupy
+import numpy as np
+
+from ._cuda_ffi import ffi, lib
+from .device import Device, as_device
+
+name = "cuda"
+
+_runtime = cupy.cuda.runtime
+_CTYPE = {
+    "bool": "uint8_t",
+    "int32": "int32_t",
+    "int64": "int64_t",
+    "float16": "uint16_t",
+    "bfloat16": "uint16_t",
+    "float32": "float",
+    "float64": "double",
+}
+_PTR = {k: v + " *" for k, v in _CTYPE.items()}
+_WIDTH = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}
+_INT_MAX = (1 << 31) - 1
+_count: int | None = None
+
+
+def device_count() -> int:
+    """Usable CUDA devices: what both the CUDA library and CuPy see (0 on any error)."""
+    global _count
+    if _count is None:
+        try:
+            n = min(int(lib.st_cuda_device_count()), int(_runtime.getDeviceCount()))
+        except Exception:  # noqa: BLE001 - no driver, no device, mismatched runtime
+            n = 0
+        _count = max(n, 0)
+    return _count
+
+
+def device_index(device) -> int:
+    """The index of a CUDA device given as None (the current one), an int, a string or a
+    Device."""
+    if device is None:
+        return _runtime.getDevice()
+    if isinstance(device, int) and not isinstance(device, bool):
+        return device
+    d = as_device(device)
+    if d.type != "cuda":
+        raise ValueError(f"expected a CUDA device, got {d}")
+    return d.index
+
+
+def synchronize(device=None) -> None:
+    """Wait until all work queued on a CUDA device (default: the current one) has finished."""
+    for_device(device_index(device)).synchronize()
+
+
+_backends: dict[int, CudaBackend] = {}
+
+
+def for_device(index: int) -> CudaBackend:
+    """The backend of cuda:index; a RuntimeError when no such device is usable."""
+    be = _backends.get(index)
+    if be is None:
+        n = device_count()
+        if n == 0:
+            raise RuntimeError(f"device cuda:{index}: the cuda backend is not available: no "
+                               "usable CUDA device (no GPU, or no driver)")
+        if not 0 <= index < n:
+            raise RuntimeError(f"device cuda:{index}: no such CUDA device (found {n})")
+        be = _backends[index] = CudaBackend(index)
+    return be
+
+
+class Storage:
+    """A flat buffer of device memory. `mem` (a CuPy MemoryPointer, or the array it came
+    from) keeps the memory alive; `ptr` is a typed pointer, so `ptr + offset` works as on the
+    CPU. Views share it; `version` counts in-place writes."""
+
+    __slots__ = ("ptr", "nbytes", "mem", "device_index", "version", "__weakref__")
+
+    def __init__(self, mem, address: int, nbytes: int, ctype_ptr: str, device_index: int):
+        self.mem = mem
+        self.ptr = ffi.cast(ctype_ptr, address)
+        self.nbytes = nbytes
+        self.device_index = device_index
+        self.version = 0
+
+
+def _address(p) -> int:
+    return int(ffi.cast("uintptr_t", p))
+
+
+def _load_cublas():
+    from cupy_backends.cuda.libs import cublas
+
+    return cublas, cupy.cuda.device.get_cublas_handle
+
+
+class CudaBackend:
+    """Memory, kernels and streams of one CUDA device."""
+
+    name = "cuda"
+    ffi = ffi  # for NULL and casts: pointers are the same C types on every backend
+
+    def __init__(self, index: int):
+        self.index = index
+        self.device = as_device(Device("cuda", index))
+        self._cupy_device = cupy.cuda.Device(index)
+        # with one device it is always the current one: no per-call device switch
+        self._multi = device_count() > 1
+        self._kernels: dict = {}
+        self._streams: dict = {}
+
+    def __repr__(self) -> str:
+        return f"<cuda backend for {self.device}>"
+
+    # ---- memory ---------------------------------------------------------------------------
+    def _on_device(self):
+        return self._cupy_device if self._multi else _NoSwitch
+
+    def empty(self, numel: int, dtype) -> Storage:
+        nbytes = numel * dtype.itemsize
+        try:
+            with self._on_device():
+                mem = cupy.cuda.alloc(nbytes)
+        except MemoryError as e:  # CuPy's OutOfMemoryError is one
+            raise MemoryError(
+                f"cuda:{self.index}: out of memory allocating {nbytes} bytes "
+                f"({numel} x {dtype.name}); {self.allocated_bytes()} bytes in use ({e})"
+            ) from None
+        except _runtime.CUDARuntimeError as e:
+            raise RuntimeError(
+                f"cuda:{self.index}: allocating {nbytes} bytes failed: {e}") from None
+        return Storage(mem, mem.ptr, nbytes, _PTR[dtype.name], self.index)
+
+    def allocated_bytes(self) -> int:
+        """Bytes of the memory pool in use by live buffers on this device."""
+        with self._on_device():
+            return int(cupy.get_default_memory_pool().used_bytes())
+
+    def cached_bytes(self) -> int:
+        """Bytes held by the memory pool for reuse (freed buffers) on this device."""
+        with self._on_device():
+            return int(cupy.get_default_memory_pool().free_bytes())
+
+    def empty_cache(self) -> None:
+        """Return the pool's free blocks on this device to the driver."""
+        with self._on_device():
+            cupy.get_default_memory_pool().free_all_blocks()
+
+    def pointer(self, storage: Storage, offset: int):
+        return storage.ptr + offset if offset else storage.ptr
+
+    def int64_array(self, values):
+        return ffi.new("int64_t[]", values)  # host memory: kernels copy it by value
+
+    def copy_symbol(self, dtype) -> str:
+        return f"st_copy_{_WIDTH[dtype.itemsize]}"
+
+    def synchronize(self) -> None:
+        self._cupy_device.synchronize()
+
+    # ---- kernels ----------------------------------------------------------------------------
+    def _stream(self):
+        p = cupy.cuda.get_current_stream(self.index).ptr
+        s = self._streams.get(p)
+        if s is None:
+            if len(self._streams) > 256:
+                self._streams.clear()
+            s = self._streams[p] = ffi.cast("void *", p)
+        return s
+
+    def kernel(self, symbol: str):
+        """The kernel named symbol as a callable taking the CPU kernel's arguments (the stream
+        is appended), raising RuntimeError if the launch failed; None if there is none."""
+        fn = self._kernels.get(symbol)
+        if fn is None:
+            raw = getattr(lib, symbol, None)
+            if raw is None:
+                return None
+            if symbol in ("st_gemm_f32", "st_gemm_f64"):
+                raw = self._blas_gemm(symbol, raw)
+            fn = self._kernels[symbol] = self._launcher(symbol, raw)
+        return fn
+
+    def _launcher(self, symbol: str, raw):
+        stream, last_error, index, multi = self._stream, lib.st_cuda_last_error, self.index, \
+            self._multi
+        cupy_device, get_device = self._cupy_device, _runtime.getDevice
+
+        def launch(*args):
+            if multi and get_device() != index:
+                with cupy_device:
+                    return launch(*args)
+            r = raw(*args, stream())
+            err = last_error()
+            if err:
+                raise RuntimeError(f"{symbol} on cuda:{index}: "
+                                   f"{ffi.string(err).decode('utf-8', 'replace')}")
+            return r
+
+        launch.__name__ = symbol
+        return launch
+
+    def _blas_gemm(self, symbol: str, kernel):
+        """st_gemm through cuBLAS: row-major C = alpha op(A) op(B) + beta C is column-major
+        C^T = alpha op(B)^T op(A)^T + beta C^T, so the operands swap and each keeps its own
+        transpose flag and leading dimension. Shapes cuBLAS cannot take (k == 0, sizes past
+        int32) go to the library's own kernel."""
+        try:
+            cublas, handle = _load_cublas()
+        except ImportError:
+            return kernel
+        f32 = symbol.endswith("f32")
+        blas = cublas.sgemmStridedBatched if f32 else cublas.dgemmStridedBatched
+        scalar = np.float32 if f32 else np.float64
+        host_mode = cublas.CUBLAS_POINTER_MODE_HOST
+
+        def gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, sa, sb, sc,
+                 stream):
+            if m <= 0 or n <= 0 or batch <= 0:
+                return None
+            if k <= 0 or max(m, n, k, lda, ldb, ldc, batch) > _INT_MAX:
+                return kernel(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, sa,
+                              sb, sc, stream)
+            al = np.array(alpha, dtype=scalar)
+            be = np.array(beta, dtype=scalar)
+            h = handle()
+            cublas.setPointerMode(h, host_mode)
+            blas(h, 1 if tb else 0, 1 if ta else 0, n, m, k, al.ctypes.data, _address(b),
+                 max(ldb, 1), sb, _address(a), max(lda, 1), sa, be.ctypes.data, _address(c),
+                 max(ldc, 1), sc, batch)
+            return None
+
+        return gemm
+
+    # ---- host and device copies -------------------------------------------------------------
+    def transfer(self, x, device: Device):
+        """x copied to device, where x or device (or both) is this backend's device."""
+        from ..ops._registry import contiguous
+        from ..tensor import Tensor
+        from . import get
+
+        dst = get(device)
+        src = contiguous(x)
+        out = Tensor._empty(x._shape, x.dtype, device, dst)
+        nbytes = x.numel() * x.dtype.itemsize
+        if nbytes:
+            stream = cupy.cuda.get_current_stream(
+                self.index if device.type != "cuda" else device.index)
+            if x._device.type == device.type == "cuda" and x._device != device:
+                # the source device's queue must finish before another one reads
+                get(x._device).synchronize()
+            _runtime.memcpyAsync(_address(_data(out)), _address(_data(src)), nbytes,
+                                 _runtime.memcpyDefault, stream.ptr)
+            if x._device.type == "cuda":
+                # host memory is read as soon as this returns, and a temporary source must
+                # not go back to another device's pool while the copy still reads it (a copy
+                # from pageable host memory has been staged by the time memcpyAsync returns)
+                stream.synchronize()
+        return out
+
+    # ---- interchange ------------------------------------------------------------------------
+    def cupy_view(self, t):
+        """A CuPy array sharing t's memory (it keeps the storage alive)."""
+        if t.dtype.np is None:
+            raise TypeError(f"CuPy has no {t.dtype.name}; convert with .float() first")
+        s = t._storage
+        item = t.dtype.itemsize
+        mem = cupy.cuda.UnownedMemory(_address(s.ptr), s.nbytes, s, self.index)
+        return cupy.ndarray(t._shape, dtype=t.dtype.np,
+                            memptr=cupy.cuda.MemoryPointer(mem, t._offset * item),
+                            strides=tuple(st * item for st in t._strides))
+
+    def cuda_array_interface(self, t) -> dict:
+        if t.dtype.np is None:
+            raise TypeError(f"__cuda_array_interface__: no array-interface type for "
+                            f"{t.dtype.name}; convert with .float() first")
+        item = t.dtype.itemsize
+        p = cupy.cuda.get_current_stream(self.index).ptr
+        return {
+            "shape": t._shape,
+            "typestr": t.dtype.np.str,
+            "data": (_address(t._storage.ptr) + t._offset * item if t.numel() else 0, False),
+            "strides": None if t._contig else tuple(s * item for s in t._strides),
+            "version": 3,
+            # the protocol spells the legacy default stream 1; 0 is not allowed
+            "stream": p if p else 1,
+        }
+
+    def dlpack(self, t, **kwargs):
+        from . import _call_dlpack
+
+        return _call_dlpack(self.cupy_view(t), kwargs)
+
+    def dlpack_device(self, t) -> tuple:
+        return (2, self.index)
+
+    def from_dlpack(self, obj):
+        with self._cupy_device:
+            arr = cupy.from_dlpack(obj)
+        return self.from_cupy(arr)
+
+    def from_cupy(self, arr):
+        """A tensor sharing a CuPy array's memory (copied only when its strides are negative
+        or not whole elements)."""
+        from .. import dtype as _dt
+        from ..tensor import Tensor
+
+        d = _dt.from_numpy_dtype(arr.dtype)
+        if d.np != arr.dtype:
+            arr = arr.astype(d.np)
+        item = arr.itemsize
+        if any(s < 0 or s % item for s in arr.strides):
+            arr = cupy.ascontiguousarray(arr)
+        strides = tuple(s // item for s in arr.strides)
+        span = 1 + sum((n - 1) * s for n, s in zip(arr.shape, strides)) if arr.size else 0
+        storage = Storage(arr, arr.data.ptr, span * item, _PTR[d.name], self.index)
+        return Tensor._make(storage, tuple(arr.shape), strides, 0, d, self.device, self)
+
+
+class _NoSwitchType:
+    """A do-nothing context: with a single device there is nothing to switch."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NoSwitch = _NoSwitchType()
+
+
+def _data(t):
+    return t._storage.ptr + t._offset if t._offset else t._storage.ptr

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The prepared GPU check: on a machine with an NVIDIA GPU and no network, build singa_tensor
+# with its CUDA backend, run the CUDA tests (parity with the CPU, then the whole suite on
+# SINGA_TENSOR_DEVICE=cuda) and the CUDA benchmark against PyTorch. About 8 minutes on one H200.
+#
+#   tools/gpu_check.sh [WHEEL_DIR]
+#
+# WHEEL_DIR (default .whl) holds wheels of what the machine lacks for the build, for its Python
+# (e.g. cffi, pycparser and scipy-openblas32 for CPython 3.12); they are installed into a private
+# target folder, and the package is built there too. Logs go to $OUT (default /tmp/gpu_check).
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu_check}
+mkdir -p "$OUT"
+WHEELS=${1:-.whl}
+PY=${PYTHON:-python3}
+SITE=/tmp/st_site
+export PYTHONUNBUFFERED=1
+t0=$(date +%s)
+stamp() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
+
+stamp "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+$PY --version
+nvcc --version | tail -1
+
+if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+  stamp "installing carried wheels from $WHEELS"
+  $PY -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$WHEELS"/*.whl || exit 1
+fi
+export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
+
+# Machine code for the GPU at hand only: a third of the full build's compile time.
+arch=$($PY -c "import cupy; print(''.join(map(str, cupy.cuda.Device(0).compute_capability)))" \
+       2>/dev/null || echo 90)
+export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
+stamp "building for sm_$arch"
+if ! $PY -m pip install -q --no-build-isolation --no-deps --no-compile --target "$SITE" \
+    -Ccmake.define.SINGA_TENSOR_CUDA=ON \
+    -Ccmake.define.SINGA_TENSOR_CUDA_ARCHITECTURES="${arch}-real" \
+    -Cbuild-dir=/tmp/st_build . >"$OUT/build.log" 2>&1; then
+  tail -60 "$OUT/build.log"
+  exit 1
+fi
+stamp "built"
+
+$PY - <<'PYEOF' 2>&1 | tee "$OUT/smoke.log"
+import singa_tensor as st
+print("cuda available:", st.cuda.is_available(), "devices:", st.cuda.device_count())
+x = st.arange(10, dtype=st.float32, device="cuda")
+print("sum of arange(10) on cuda:", (x * 2 + 1).sum().item(), "(expect 100.0)")
+PYEOF
+
+stamp "CUDA backend tests (parity with the CPU, transfers, errors, interchange)"
+timeout 120 $PY -m pytest tests/test_cuda_backend.py tests/test_cuda_build.py tests/test_dlpack.py \
+  -q -p no:cacheprovider -rfE --tb=short 2>&1 | tee "$OUT/cuda_tests.log" | tail -60
+
+stamp "whole suite on SINGA_TENSOR_DEVICE=cuda"
+SINGA_TENSOR_DEVICE=cuda timeout 200 $PY -m pytest tests -q -p no:cacheprovider -rf \
+  --tb=line --maxfail=400 >"$OUT/suite.log" 2>&1
+grep -E "^(FAILED|ERROR)" "$OUT/suite.log" | cut -c1-220 | head -60
+tail -3 "$OUT/suite.log"
+
+stamp "bench/gpu.py --quick"
+timeout 170 $PY bench/gpu.py --quick --budget 100 2>&1 | tee "$OUT/bench.log"
+stamp "done"
