@@ -150,3 +150,20 @@ def test_batch_norm_updates_running_statistics_like_pytorch():
 def test_norm_bad_arguments(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("stride,groups", [(1, 1), (2, 1), ((2, 3), 2)])
+def test_pointwise_conv_direct_path_matches_im2col_reference(stride, groups):
+    from singa_tensor.autograd import gradcheck
+    from singa_tensor.ops.conv import _conv2d_np
+
+    r = np.random.default_rng(5)
+    x = r.standard_normal((2, 4, 5, 7))
+    w = r.standard_normal((6, 4 // groups, 1, 1))
+    b = r.standard_normal(6)
+    got = st.conv2d(as_tensor(x), as_tensor(w), as_tensor(b), stride=stride, groups=groups)
+    np.testing.assert_allclose(to_numpy(got), _conv2d_np(x, w, b, stride=stride, groups=groups),
+                               rtol=1e-10)
+    xt = as_tensor(x[:1, :, :3, :4].copy(), requires_grad=True)
+    wt = as_tensor(w, requires_grad=True)
+    assert gradcheck(lambda a, k: st.conv2d(a, k, stride=stride, groups=groups), (xt, wt))
