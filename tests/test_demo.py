@@ -9,16 +9,19 @@ import singa_tensor as st
 from singa_tensor import demo, nn, optim
 from singa_tensor.model import Model
 
+from .helpers import DEVICE
+
 
 def test_digits_cnn_converges(tmp_path):
     path = tmp_path / "digits.stk"
-    acc = demo.main(["--epochs", "3", "--seed", "0", "--save", str(path)])
+    acc = demo.main(["--epochs", "3", "--seed", "0", "--save", str(path), "--device", DEVICE])
     assert acc >= 0.95
     state = st.load(path)
-    model = demo.DigitsCNN()
+    assert {str(t.device) for t in state.values()} == {str(st.device(DEVICE))}
+    model = demo.DigitsCNN().to(DEVICE)
     model.load_state_dict(state)  # the checkpoint restores the trained model
     model.eval()
-    x, y = st.datasets.load_digits("test", seed=0).tensors
+    x, y = (t.to(DEVICE) for t in st.datasets.load_digits("test", seed=0).tensors)
     with st.no_grad():
         again = (model(x).argmax(dim=1) == y).float().mean().item()
     assert again == pytest.approx(acc)

@@ -84,13 +84,14 @@ def test_cache_limit_zero_returns_freed_blocks_to_the_system():
 
 
 def test_cache_limit_from_the_environment_is_validated():
+    import os
     import subprocess
     import sys
 
-    env = {"SINGA_TENSOR_CPU_CACHE_LIMIT": "lots", "PATH": "/usr/bin:/bin"}
+    # the parent's environment carries PYTHONPATH, where the package may be installed
+    env = {**os.environ, "SINGA_TENSOR_CPU_CACHE_LIMIT": "lots"}
     r = subprocess.run([sys.executable, "-c", "import singa_tensor as st; st.ones(1)"],
-                       capture_output=True,
-                       text=True, env=env)
+                       capture_output=True, text=True, env=env)
     assert r.returncode != 0
     assert "SINGA_TENSOR_CPU_CACHE_LIMIT must be a non-negative number of bytes" in r.stderr
 

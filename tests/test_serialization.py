@@ -18,6 +18,8 @@ import singa_tensor as st
 from singa_tensor import serialization as ser
 from singa_tensor.serialization import load, save
 
+from .helpers import DEVICE
+
 
 def _roundtrip(obj, **kw):
     buf = io.BytesIO()
@@ -103,12 +105,26 @@ def test_grad_state_not_stored():
 
 
 def test_map_location_forms():
-    t = st.ones(2)
+    t = st.ones(2, device="cpu")
     assert _roundtrip(t, map_location="cpu").device == st.device("cpu")
     assert _roundtrip(t, map_location={"cuda:0": "cpu"}).tolist() == [1.0, 1.0]
     seen = []
     r = _roundtrip(t, map_location=lambda x, loc: seen.append(loc) or x * 2)
     assert seen == ["cpu"] and r.tolist() == [2.0, 2.0]
+
+
+def test_map_location_from_the_device_under_test():
+    saved = str(st.device(DEVICE))
+    t = st.tensor([1.0, 2.0], device=DEVICE)
+    kept = _roundtrip(t)
+    assert kept.device == t.device and kept.tolist() == [1.0, 2.0]
+    for ml in ("cpu", {saved: "cpu"}):
+        moved = _roundtrip(t, map_location=ml)
+        assert moved.device == st.device("cpu") and moved.tolist() == [1.0, 2.0]
+    seen = []
+    r = _roundtrip(t, map_location=lambda x, loc: seen.append(loc) or x * 2)
+    # as in PyTorch the callable gets the tensor as read, on the CPU, and places it itself
+    assert seen == [saved] and r.device == st.device("cpu") and r.tolist() == [2.0, 4.0]
 
 
 def test_save_to_path_is_atomic_and_keeps_old_file(tmp_path, monkeypatch):

@@ -8,6 +8,11 @@ import pytest
 
 import singa_tensor as st
 
+from .helpers import DEVICE
+
+# CPU behaviour is tested on the CPU on every run; the device under test is added when it differs
+DEVICES = ["cpu"] + ([DEVICE] if DEVICE != "cpu" else [])
+
 
 def bf16_reference(a: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 -> float32 with round-to-nearest-even, done on the bits."""
@@ -20,18 +25,21 @@ def bf16_reference(a: np.ndarray) -> np.ndarray:
 # ---- metadata ------------------------------------------------------------------------------------
 
 
-def test_shape_dtype_device_and_sizes():
-    t = st.zeros(2, 3, 4)
+@pytest.mark.parametrize("device", DEVICES)
+def test_shape_dtype_device_and_sizes(device):
+    t = st.zeros(2, 3, 4, device=device)
     assert t.shape == (2, 3, 4)
     assert t.dtype is st.float32
-    assert t.device == st.device("cpu") and str(t.device) == "cpu"
+    want = "cpu" if device == "cpu" else "cuda:0" if device == "cuda" else device
+    assert t.device == st.device(want) and str(t.device) == want
     assert t.ndim == 3 and t.dim() == 3
     assert t.numel() == 24
     assert t.size() == (2, 3, 4) and t.size(1) == 3 and t.size(-1) == 4
     assert t.stride() == (12, 4, 1) and t.stride(0) == 12
     assert t.is_contiguous()
     assert t.element_size() == 4
-    assert st.tensor(5.0).shape == () and st.tensor(5.0).numel() == 1
+    scalar = st.tensor(5.0, device=device)
+    assert scalar.shape == () and scalar.numel() == 1 and scalar.device == t.device
 
 
 def test_size_dim_out_of_range():
@@ -60,7 +68,7 @@ def test_transpose_is_strided_view_and_contiguous_copies():
 
 
 def test_numpy_is_zero_copy_both_ways():
-    t = st.tensor([1.0, 2.0, 3.0])
+    t = st.tensor([1.0, 2.0, 3.0], device="cpu")
     a = t.numpy()
     a[0] = 10.0
     assert t.tolist() == [10.0, 2.0, 3.0]
@@ -69,7 +77,7 @@ def test_numpy_is_zero_copy_both_ways():
 
 
 def test_numpy_of_transposed_view_shares_memory():
-    t = st.tensor(np.arange(6.0).reshape(2, 3))
+    t = st.tensor(np.arange(6.0).reshape(2, 3), device="cpu")
     v = t.T.numpy()
     v[2, 1] = -1.0
     assert t.tolist()[1][2] == -1.0
@@ -132,16 +140,19 @@ def test_iteration_yields_rows():
     assert [r.tolist() for r in rows] == [[1.0, 2.0], [3.0, 4.0]]
 
 
-def test_repr_shows_values_and_autograd_state():
-    x = st.tensor([1.5, -2.0], requires_grad=True)
+@pytest.mark.parametrize("device", DEVICES)
+def test_repr_shows_values_and_autograd_state(device):
+    x = st.tensor([1.5, -2.0], requires_grad=True, device=device)
     r = repr(x)
     assert r.startswith("tensor(") and "1.5" in r and "-2." in r and "requires_grad=True" in r
     y = x * 2
     ry = repr(y)
     assert "3." in ry and "-4." in ry and "grad_fn=" in ry and "requires_grad" not in ry
-    assert repr(st.tensor([1, 2])) == "tensor([1, 2])"
-    assert "dtype=singa_tensor.float64" in repr(st.tensor([1.0], dtype=st.float64))
-    assert "dtype=singa_tensor.bfloat16" in repr(st.ones(1, dtype=st.bfloat16))
+    # the device is shown only when it is not the CPU, as in PyTorch
+    tag = "" if device == "cpu" else f", device='{x.device}'"
+    assert repr(st.tensor([1, 2], device=device)) == f"tensor([1, 2]{tag})"
+    assert "dtype=singa_tensor.float64" in repr(st.tensor([1.0], dtype=st.float64, device=device))
+    assert "dtype=singa_tensor.bfloat16" in repr(st.ones(1, dtype=st.bfloat16, device=device))
 
 
 # ---- dtype conversions ---------------------------------------------------------------------------
@@ -277,17 +288,31 @@ def _pretend_on_cuda(t):
 
 
 def test_mixed_device_operands_raise():
-    a = st.ones(2)
-    b = _pretend_on_cuda(st.ones(2))
+    a = st.ones(2, device="cpu")
+    b = _pretend_on_cuda(st.ones(2, device="cpu"))
     with pytest.raises(RuntimeError, match="same device.*cpu.*cuda:0"):
         a + b
 
 
 def test_backward_gradient_on_other_device_raises():
-    x = st.ones(2, requires_grad=True)
-    g = _pretend_on_cuda(st.ones(2))
+    x = st.ones(2, requires_grad=True, device="cpu")
+    g = _pretend_on_cuda(st.ones(2, device="cpu"))
     with pytest.raises(RuntimeError, match="gradient is on cuda:0 but the output on cpu"):
         (x * 2).backward(g)
+
+
+@pytest.mark.skipif(DEVICE == "cpu", reason="needs a device under test other than the CPU")
+def test_mixed_real_devices_raise():
+    a, b = st.ones(2, device="cpu"), st.ones(2, device=DEVICE)
+    dev = str(b.device)
+    with pytest.raises(RuntimeError, match=f"same device.*{dev} and cpu"):
+        b + a
+    with pytest.raises(RuntimeError, match=f"same device.*cpu and {dev}"):
+        a * b
+    x = st.ones(2, requires_grad=True, device=DEVICE)
+    with pytest.raises(RuntimeError, match=f"gradient is on cpu but the output on {dev}"):
+        (x * 2).backward(a)
+    assert x.grad is None  # refused before anything ran
 
 
 def test_cuda_queries_without_a_gpu_backend():
