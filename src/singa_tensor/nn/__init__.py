@@ -50,6 +50,10 @@ from .loss import (
     SmoothL1Loss,
 )
 from .module import Module, Parameter
+from .rnn import *  # noqa: F401,F403  (recurrent layers; names in rnn.__all__)
+from .rnn import __all__ as _rnn_names
+from .transformer import *  # noqa: F401,F403  (attention layers; names in transformer.__all__)
+from .transformer import __all__ as _transformer_names
 
 __all__ = [
     "BCELoss",
@@ -96,3 +100,4 @@ __all__ = [
     "functional",
     "init",
 ]
+__all__ += _rnn_names + _transformer_names

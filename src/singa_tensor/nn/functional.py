@@ -310,3 +310,8 @@ from ._functional_losses import *  # noqa: E402,F401,F403
 from ._functional_losses import __all__ as _loss_names  # noqa: E402
 
 __all__ += _loss_names
+
+from ._functional_seq import *  # noqa: E402,F401,F403  (attention and recurrent functions)
+from ._functional_seq import __all__ as _seq_names  # noqa: E402
+
+__all__ += _seq_names

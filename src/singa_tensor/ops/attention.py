@@ -1,0 +1,5 @@
+"""Scaled dot-product attention."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
