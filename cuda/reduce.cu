@@ -10,6 +10,8 @@
 // When those leave most of the device idle (few long lines, e.g. a full reduction), each line is
 // split into pieces whose states go to stream-ordered scratch and are combined by a second
 // kernel. Combines never depend on the order of pieces: arg-reductions break ties by index.
+// Softmax, log_softmax and logsumexp along the last axis have their own kernels (see
+// softmax_family): a row cached in registers, or three passes over rows too long for that.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -554,6 +556,251 @@ void run(const Op& op, const typename Op::In* x, OutType<Op, kWrite>* y, int64_t
   st_cuda_check(cudaFreeAsync(buf, s));
 }
 
+// ---- softmax, log_softmax and logsumexp along the last axis (inner == 1) -------------------------
+// The online state above pays a second exp whenever a thread's running maximum grows and adds
+// every term in double, which made softmax compute bound. Here each row is read once into
+// registers (rows up to 128 KiB), so the maximum is known before any exp: every element costs one
+// exp in the sum (softmax keeps it and scales it in the output pass), and the row is written from
+// the registers. Longer rows take three passes over global memory (max, sum, write), the later
+// reads served mostly from L2. The formulas are the CPU's (reduce.cc) term for term: the shift is
+// the NaN-winning maximum, or 0 when that is -inf; terms are st_exp(x - shift) summed in T per
+// thread, then in double; softmax is term * (1 / T(sum)), log_softmax x - (shift + T(log(sum))),
+// so all -inf, +inf and NaN rows give the CPU's NaNs without special cases.
+enum LastMode { kSoftmaxMode, kLogSoftmaxMode, kLseMode };
+
+template <class T>
+ST_HD T max_nan(T a, T b) {
+  return (b > a || is_nan(b)) ? b : a;
+}
+struct MaxNan {
+  template <class T>
+  ST_HD T operator()(T a, T b) const {
+    return max_nan(a, b);
+  }
+};
+struct Plus {
+  ST_HD double operator()(double a, double b) const { return a + b; }
+};
+
+// The combination of v over a group of kGroup threads (a power of two: lanes of one warp, or a
+// whole block), the same value in every thread. All 32 lanes of every warp must call it (groups
+// of fewer than 32 lanes shuffle only among themselves). Blocks go through one shared slot per
+// warp; the caller alternates two slot arrays, so the barrier of one combine also orders the
+// reads of the other array before its next writes.
+template <int kGroup, class A, class F>
+__device__ __forceinline__ A group_all(A v, A* slots, F f) {
+  constexpr int kLanes = kGroup < 32 ? kGroup : 32;
+#pragma unroll
+  for (int o = kLanes / 2; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if constexpr (kGroup > 32) {
+    constexpr int kWarps = kGroup / 32;
+    const int lane = int(threadIdx.x) & 31;
+    if (lane == 0) slots[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = slots[lane % kWarps];  // every run of kWarps lanes holds all the warps' values
+#pragma unroll
+    for (int o = kWarps / 2; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
+  } else {
+    (void)slots;
+  }
+  return v;
+}
+
+template <class T>
+ST_HD T softmax_shift(T m) {  // as the CPU: all -inf rows keep exp(-inf - 0) = 0 rather than NaN
+  return m == T(-INFINITY) ? T(0) : m;
+}
+
+// what a row's statistics turn into: the logsumexp result
+template <class T>
+__device__ __forceinline__ T lse_result(T m, double sum) {
+  return finite(m) ? T(m + T(log(sum))) : m;  // +inf, -inf and NaN pass through
+}
+
+// A group of kGroup threads per row, each holding kVecs 16-byte vectors of it in registers, so a
+// row of up to kGroup * kVecs vectors is read once. kVec: 16-byte loads and stores (rows aligned
+// and a whole number of vectors), else single elements; either way a warp touches contiguous
+// memory at each step. Slots past the row hold -inf: they never win the max and their terms are
+// exactly 0 (st_exp is 0 below -104), so only loads and stores need masks.
+template <class T, int kMode, int kGroup, int kBlock, int kVecs, bool kVec>
+__global__ void __launch_bounds__(kBlock, 1024 / kBlock)
+    softmax_cached(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int n) {
+  constexpr int kN = Vec<T>::N, kPer = kVecs * kN, kRows = kBlock / kGroup;
+  static_assert(kGroup <= 32 || kGroup == kBlock, "a group is part of a warp or a whole block");
+  constexpr int kSlots = kGroup > 32 ? kGroup / 32 : 1;
+  using V = typename Vec<T>::Type;
+  __shared__ T max_slots[kSlots];
+  __shared__ double sum_slots[kSlots];
+  const int lane = int(threadIdx.x) % kGroup;
+  // every thread runs the same number of iterations, as the shuffles and barriers need; a group
+  // past the last row has an empty row
+  for (int64_t first = int64_t(blockIdx.x) * kRows; first < outer;
+       first += int64_t(gridDim.x) * kRows) {
+    const int64_t row = first + int64_t(threadIdx.x) / kGroup;
+    const int len = row < outer ? n : 0;
+    const int64_t base = (row < outer ? row : 0) * int64_t(n);
+    T v[kPer];
+    if constexpr (kVec) {
+      const V* xv = reinterpret_cast<const V*>(x + base);
+#pragma unroll
+      for (int j = 0; j < kVecs; ++j) {
+        const int q = j * kGroup + lane;
+        V w;
+        if (q * kN < len) {
+          w = xv[q];
+        } else {
+#pragma unroll
+          for (int l = 0; l < kN; ++l) w.v[l] = T(-INFINITY);
+        }
+#pragma unroll
+        for (int l = 0; l < kN; ++l) v[j * kN + l] = w.v[l];
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int k = i * kGroup + lane;
+        v[i] = k < len ? x[base + k] : T(-INFINITY);
+      }
+    }
+    T mt = T(-INFINITY);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) mt = max_nan(mt, v[i]);
+    const T m = group_all<kGroup>(mt, max_slots, MaxNan{});
+    // logsumexp returns a non-finite max as it is; its terms are then unused
+    const T shift = kMode == kLseMode ? (finite(m) ? m : T(0)) : softmax_shift(m);
+    T part = T(0);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const T e = st_exp(T(v[i] - shift));
+      if constexpr (kMode == kSoftmaxMode) v[i] = e;
+      part += e;
+    }
+    const double sum = group_all<kGroup>(double(part), sum_slots, Plus{});
+    if constexpr (kMode == kLseMode) {
+      if (lane == 0 && row < outer) y[row] = lse_result(m, sum);  // n == 0: -inf, as the CPU
+    } else {
+      if constexpr (kMode == kSoftmaxMode) {
+        const T inv = T(1) / T(sum);
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) v[i] = T(v[i] * inv);
+      } else {
+        const T lse = T(shift + T(log(sum)));
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) v[i] = T(v[i] - lse);
+      }
+      if constexpr (kVec) {
+        V* yv = reinterpret_cast<V*>(y + base);
+#pragma unroll
+        for (int j = 0; j < kVecs; ++j) {
+          const int q = j * kGroup + lane;
+          if (q * kN < len) {
+            V w;
+#pragma unroll
+            for (int l = 0; l < kN; ++l) w.v[l] = v[j * kN + l];
+            yv[q] = w;
+          }
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          const int k = i * kGroup + lane;
+          if (k < len) y[base + k] = v[i];
+        }
+      }
+    }
+  }
+}
+
+// rows too long for registers: a block per row and three passes over it (max, sum, write);
+// 1024-thread blocks (one per SM at up to 64 registers) keep the rows in flight few enough for
+// the second and third reads to hit L2
+constexpr int kLongBlock = 1024;
+template <class T, int kMode>
+__global__ void __launch_bounds__(kLongBlock)
+    softmax_three_pass(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t n) {
+  __shared__ T max_slots[kLongBlock / 32];
+  __shared__ double sum_slots[kLongBlock / 32];
+  const int64_t t = threadIdx.x;
+  for (int64_t row = blockIdx.x; row < outer; row += gridDim.x) {
+    const T* p = x + row * n;
+    T mt = T(-INFINITY);
+    for_row(p, n, t, kLongBlock, [&](T v, int64_t) { mt = max_nan(mt, v); });
+    const T m = group_all<kLongBlock>(mt, max_slots, MaxNan{});
+    const T shift = kMode == kLseMode ? (finite(m) ? m : T(0)) : softmax_shift(m);
+    double part = 0;  // long rows: a thread may hold thousands of terms
+    for_row(p, n, t, kLongBlock, [&](T v, int64_t) { part += double(st_exp(T(v - shift))); });
+    const double sum = group_all<kLongBlock>(part, sum_slots, Plus{});
+    if constexpr (kMode == kLseMode) {
+      if (t == 0) y[row] = lse_result(m, sum);
+    } else if constexpr (kMode == kSoftmaxMode) {
+      const T inv = T(1) / T(sum);
+      map_row(p, y + row * n, n, t, kLongBlock,
+              [&](T v) { return T(st_exp(T(v - shift)) * inv); });
+    } else {
+      const T lse = T(shift + T(log(sum)));
+      map_row(p, y + row * n, n, t, kLongBlock, [&](T v) { return T(v - lse); });
+    }
+  }
+}
+
+// launches softmax_cached<..., kGroup, kBlock, kVecs> when a row fits it
+template <class T, int kMode, int kGroup, int kBlock, int kVecs>
+bool launch_cached(const T* x, T* y, int64_t outer, int64_t n, cudaStream_t s) {
+  constexpr int kN = Vec<T>::N;
+  if (n > int64_t(kGroup) * kVecs * kN) return false;
+  const int64_t blocks = std::min(ceil_div(outer, kBlock / kGroup),
+                                  int64_t(sm_count()) * (2048 / kBlock));
+  // logsumexp writes single elements, so only x's alignment matters
+  const bool vec = n % kN == 0 && aligned16(x) && (kMode == kLseMode || aligned16(y));
+  if (vec) {
+    softmax_cached<T, kMode, kGroup, kBlock, kVecs, true>
+        <<<unsigned(blocks), kBlock, 0, s>>>(x, y, outer, int(n));
+  } else {
+    softmax_cached<T, kMode, kGroup, kBlock, kVecs, false>
+        <<<unsigned(blocks), kBlock, 0, s>>>(x, y, outer, int(n));
+  }
+  st_cuda_check_launch();
+  return true;
+}
+
+template <class T, int kMode>
+using SoftmaxFamilyOp = typename std::conditional<
+    kMode == kLseMode, LseOp<T>, SoftmaxOp<T, kMode == kLogSoftmaxMode>>::type;
+
+// softmax (kSoftmaxMode, kLogSoftmaxMode: y shaped as x) or logsumexp (y: one value per line)
+// over the middle axis of [outer, n, inner]
+template <class T, int kMode>
+void softmax_family(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, void* stream) {
+  constexpr bool kWrite = kMode != kLseMode;
+  using Op = SoftmaxFamilyOp<T, kMode>;
+  if (inner != 1) {
+    run<Op, kWrite>(Op{}, x, y, outer, n, inner, stream);
+    return;
+  }
+  if (outer <= 0 || (kWrite && n <= 0)) return;
+  const cudaStream_t s = as_stream(stream);
+  // the smallest group whose registers hold the row: 8 lanes, a warp, then whole blocks, with
+  // at most 8 vectors (32 registers) a thread so that 1024 threads fit an SM
+  if (launch_cached<T, kMode, 8, 256, 1>(x, y, outer, n, s) ||
+      launch_cached<T, kMode, 32, 256, 2>(x, y, outer, n, s) ||
+      launch_cached<T, kMode, 32, 256, 8>(x, y, outer, n, s) ||
+      launch_cached<T, kMode, 128, 128, 4>(x, y, outer, n, s) ||
+      launch_cached<T, kMode, 128, 128, 8>(x, y, outer, n, s) ||
+      launch_cached<T, kMode, 256, 256, 8>(x, y, outer, n, s) ||
+      launch_cached<T, kMode, 512, 512, 8>(x, y, outer, n, s) ||
+      launch_cached<T, kMode, 1024, 1024, 8>(x, y, outer, n, s))
+    return;
+  // few long rows would leave most SMs idle with a block per row: run() splits each row into
+  // pieces instead (the online state, combined across pieces)
+  if (outer < int64_t(sm_count()) * 4) {
+    run<Op, kWrite>(Op{}, x, y, outer, n, inner, stream);
+    return;
+  }
+  const unsigned blocks = unsigned(std::min(outer, int64_t(sm_count())));
+  softmax_three_pass<T, kMode><<<blocks, kLongBlock, 0, s>>>(x, y, outer, n);
+  st_cuda_check_launch();
+}
+
 // ---- scans ----------------------------------------------------------------------------------------
 // Integers scan in their unsigned twin so that overflow wraps as on the CPU.
 template <class T>
@@ -642,8 +889,8 @@ extern "C" {
 #define ST_CU_OP_min(T) st::cuda::ExtremeOp<T, false>
 #define ST_CU_OP_argmax(T) st::cuda::ArgOp<T, true>
 #define ST_CU_OP_argmin(T) st::cuda::ArgOp<T, false>
-#define ST_CU_OP_softmax(T) st::cuda::SoftmaxOp<T, false>
-#define ST_CU_OP_log_softmax(T) st::cuda::SoftmaxOp<T, true>
+#define ST_CU_MODE_softmax st::cuda::kSoftmaxMode
+#define ST_CU_MODE_log_softmax st::cuda::kLogSoftmaxMode
 
 #define ST_CU_REDUCE(op, sfx, T)                                                                \
   void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,              \
@@ -664,7 +911,7 @@ ST_ALL_TYPES(ST_CU_ARG_T, _)
 #define ST_CU_SOFTMAX(op, sfx, T)                                                              \
   void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,             \
                        void* stream) {                                                        \
-    st::cuda::run<ST_CU_OP_##op(T), true>(ST_CU_OP_##op(T){}, x, y, outer, n, inner, stream); \
+    st::cuda::softmax_family<T, ST_CU_MODE_##op>(x, y, outer, n, inner, stream);             \
   }
 #define ST_CU_SOFTMAX_T(sfx, T, _) ST_SCAN_FLOAT_OPS(ST_CU_SOFTMAX, sfx, T)
 ST_FLOAT_TYPES(ST_CU_SOFTMAX_T, _)
@@ -682,8 +929,7 @@ ST_NUM_TYPES(ST_CU_SCAN_T, _)
 #define ST_CU_FLOAT_REDUCE(sfx, T, _)                                                           \
   void st_logsumexp_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,           \
                           void* stream) {                                                      \
-    st::cuda::run<st::cuda::LseOp<T>, false>(st::cuda::LseOp<T>{}, x, y, outer, n, inner,      \
-                                             stream);                                          \
+    st::cuda::softmax_family<T, st::cuda::kLseMode>(x, y, outer, n, inner, stream);            \
   }                                                                                            \
   void st_var_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,                 \
                     double correction, void* stream) {                                         \
