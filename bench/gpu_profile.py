@@ -30,6 +30,7 @@ def main() -> None:
         print("gpu_profile: no usable CUDA device; nothing to profile")
         return
     _, builder, shape = gpu.TRAIN[args.model]
+    gpu.st = st  # bench/gpu.py binds the library in its main()
     step = gpu.make_step("ours", builder, shape, seed=7)
     for _ in range(5):
         step()

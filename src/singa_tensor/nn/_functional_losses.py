@@ -255,13 +255,15 @@ def _class_targets(op: str, input: Tensor, target: Tensor, ignore_index: int) ->
     with _no_grad():
         valid = target != int(ignore_index)
         bad = _ops.logical_and(valid, _ops.logical_or(target < 0, target >= n_classes))
-        if bad.any().item():
+        # both answers in one host round trip (each is a device synchronisation off the CPU)
+        any_bad, all_valid = st.stack([bad.any(), valid.all()]).tolist()
+        if any_bad:
             raise IndexError(
                 f"{op}: target {target[bad].reshape(-1)[0].item()} is out of bounds for "
                 f"{n_classes} classes (expected values in [0, {n_classes - 1}] or "
                 f"ignore_index={ignore_index})"
             )
-        ignored = None if valid.all().item() else _ops.logical_not(valid)
+        ignored = None if all_valid else _ops.logical_not(valid)
     return cdim, n_classes, target, ignored
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from .. import creation
 from .. import dtype as _dt
 from ..tensor import Tensor
+from . import index as _index
 from ._registry import OpSpec, apply, contiguous, expect_tensor, kernel, ptr, register
 
 # ---- argument handling -------------------------------------------------------------------------
@@ -358,7 +359,9 @@ def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1,
     if idx.numel():
         kernel(x4, "maxpool2d_index")(ptr(xc), ptr(idx), n * c, h, w, k[0], k[1], s[0], s[1],
                                       p[0], p[1], d[0], d[1], oh, ow)
-    out = x4.reshape(n, c, h * w).gather(2, idx).reshape(n, c, oh, ow)
+    # the kernel's indices are in range by construction: the op itself, not the public gather
+    # (whose bounds check costs a device round trip per call off the CPU)
+    out = apply(_index.Gather, x4.reshape(n, c, h * w), 2, idx).reshape(n, c, oh, ow)
     idx = idx.reshape(n, c, oh, ow)
     if squeeze:
         out, idx = out.squeeze(0), idx.squeeze(0)
