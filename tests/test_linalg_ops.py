@@ -277,3 +277,14 @@ def test_einsum_bad_operands():
         st.einsum("i,i->", st.ones(2), np.ones(2))
     with pytest.raises(ValueError, match="einsum: at least one operand"):
         st.einsum("i->i")
+
+
+def test_batched_products_of_every_size_class_match_numpy():
+    # small (one thread each), mid-sized (one product per thread, BLAS held to one thread)
+    # and large (BLAS threads) batched products all take different paths through st_gemm
+    r = np.random.default_rng(3)
+    for batch, m, k, n in ((8, 16, 16, 16), (4, 64, 128, 64), (2, 256, 128, 256)):
+        a = r.standard_normal((batch, m, k)).astype(np.float32)
+        b = r.standard_normal((batch, k, n)).astype(np.float32)
+        got = (st.tensor(a) @ st.tensor(b)).numpy()
+        np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)

@@ -25,6 +25,10 @@ inline void gemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, double
                     alpha, a, blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
 }
 
+// OpenBLAS's own thread pool (separate from OpenMP's)
+inline int num_threads() { return scipy_openblas_get_num_threads(); }
+inline void set_num_threads(int n) { scipy_openblas_set_num_threads(n); }
+
 }  // namespace blas
 }  // namespace st
 

@@ -1,4 +1,5 @@
 // Elementwise kernels: unary math, broadcasting binary ops, comparisons, where.
+#include "blas.h"
 #include "common.h"
 
 namespace st {
@@ -122,6 +123,10 @@ ST_ALL_TYPES(ST_DEF_COMPARE_T, _)
 ST_ALL_TYPES(ST_DEF_WHERE, _)
 
 int32_t st_num_threads(void) { return omp_get_max_threads(); }
-void st_set_num_threads(int32_t n) { omp_set_num_threads(n > 0 ? n : 1); }
+void st_set_num_threads(int32_t n) {
+  // both pools: our OpenMP kernels and OpenBLAS's matrix products
+  omp_set_num_threads(n > 0 ? n : 1);
+  st::blas::set_num_threads(n > 0 ? n : 1);
+}
 
 }  // extern "C"

@@ -19,15 +19,24 @@ void gemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, double alpha,
           }
       return;
     }
-    if (batch > 1 && m * n * k < (int64_t(1) << 18)) {
-      // many small products: spread the batch over threads (OpenBLAS runs products this
-      // small on the calling thread)
-      int nt = threads_for(batch * m * n * k / 64);
+    const int64_t work = m * n * k;
+    const int max_t = omp_get_max_threads();
+    if (batch > 1 && (work < (int64_t(1) << 18) ||
+                      (batch >= max_t && work < (int64_t(1) << 22)))) {
+      // Many small or mid-sized products (attention heads, batched layers): one product per
+      // thread beats splitting each product over threads, which costs a fork and a join per
+      // product. OpenBLAS runs products under 2^18 on the calling thread by itself; above that
+      // its own pool would take them, so it is held to one thread while ours run.
+      int nt = threads_for(batch * work / 64);
+      const bool hold = nt > 1 && work >= (int64_t(1) << 18);
+      const int blas_threads = hold ? blas::num_threads() : 0;
+      if (hold) blas::set_num_threads(1);
 #pragma omp parallel for num_threads(nt) if (nt > 1)
       for (int64_t p = 0; p < batch; ++p) {
         blas::gemm(ta, tb, m, n, k, T(alpha), a + p * sa, lda, b + p * sb, ldb, T(beta),
                    c + p * sc, ldc);
       }
+      if (hold) blas::set_num_threads(blas_threads);
       return;
     }
     for (int64_t p = 0; p < batch; ++p)
