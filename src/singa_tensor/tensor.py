@@ -320,6 +320,33 @@ class Tensor:
     def __reduce__(self):
         raise TypeError("Tensors are not pickled; use st.save / st.load")
 
+    def __deepcopy__(self, memo) -> Tensor:
+        """copy.deepcopy: a new leaf with its own storage (same device, dtype, requires_grad
+        and Parameter status; the gradient copied too). Non-leaf tensors refuse, as the graph
+        behind them cannot be copied.
+
+        Example:
+            >>> import copy
+            >>> import singa_tensor as st
+            >>> a = st.ones(2, requires_grad=True)
+            >>> b = copy.deepcopy(a); b.requires_grad, b.tolist()
+            (True, [1.0, 1.0])
+        """
+        if not self.is_leaf:
+            raise RuntimeError("deepcopy: only tensors created by the user (graph leaves) can "
+                               "be deep-copied; detach() it first")
+        from .autograd import no_grad
+
+        with no_grad():
+            out = self.clone()
+        out.requires_grad = self.requires_grad
+        if getattr(self, "_is_param", False):
+            out._is_param = True
+        if self.grad is not None:
+            out.grad = self.grad.__deepcopy__(memo)
+        memo[id(self)] = out
+        return out
+
     # ---- interchange: CUDA array interface and DLPack ----------------------------------------
     @property
     def __cuda_array_interface__(self) -> dict:
