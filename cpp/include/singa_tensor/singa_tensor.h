@@ -286,6 +286,31 @@ ST_FLOAT_TYPES(ST_DECL_BNORM, _)
                                       int64_t c, int64_t ignore_index, double smoothing ST_S);
 ST_FLOAT_TYPES(ST_DECL_XENT, _)
 
+/* Recurrent cells, fused: one pass over [batch, hidden] after a step's matrix products. All
+ * operands are contiguous row-major; bias and saved may be NULL.
+ * LSTM, gate order i, f, g, o: a = gates_x + gates_h + bias  ([batch, 4*hidden], bias [4*hidden])
+ *   i, f, o = sigmoid(a_i, a_f, a_o), g = tanh(a_g); c = f * c_prev + i * g; h = o * tanh(c).
+ *   saved [batch, 4*hidden] receives i, f, g, o for the backward, which from them, c_prev, c and
+ *   the gradients dh, dc of h and c writes dgates (w.r.t. a, [batch, 4*hidden]) and dc_prev.
+ * GRU, gate order r, z, n: gates_x [batch, 3*hidden] is the input side (its bias included),
+ *   gates_h the hidden side without bias, bias_h [3*hidden] the hidden side's bias:
+ *   r = sigmoid(x_r + h_r + b_r), z = sigmoid(x_z + h_z + b_z), hn = h_n + b_n,
+ *   n = tanh(x_n + r * hn), h = (1 - z) * n + z * h_prev.
+ *   saved [batch, 4*hidden] receives r, z, n, hn; the backward writes dgates_x (w.r.t. the
+ *   input side), dgates_h (w.r.t. the hidden side incl. its bias), both [batch, 3*hidden], and
+ *   dh_prev. */
+#define ST_DECL_RNN(sfx, T, _)                                                                 \
+  void st_lstm_cell_##sfx(const T* gates_x, const T* gates_h, const T* bias, const T* c_prev,  \
+                          T* h, T* c, T* saved, int64_t batch, int64_t hidden ST_S);           \
+  void st_lstm_cell_backward_##sfx(const T* saved, const T* c_prev, const T* c, const T* dh,   \
+                                   const T* dc, T* dgates, T* dc_prev, int64_t batch,          \
+                                   int64_t hidden ST_S);                                       \
+  void st_gru_cell_##sfx(const T* gates_x, const T* gates_h, const T* bias_h, const T* h_prev, \
+                         T* h, T* saved, int64_t batch, int64_t hidden ST_S);                  \
+  void st_gru_cell_backward_##sfx(const T* saved, const T* h_prev, const T* dh, T* dgates_x,   \
+                                  T* dgates_h, T* dh_prev, int64_t batch, int64_t hidden ST_S);
+ST_FLOAT_TYPES(ST_DECL_RNN, _)
+
 #ifndef ST_CUDA_ABI /* host-side services of the CPU library; CUDA memory comes from CuPy */
 /* memory: a caching allocator. Freed blocks are kept by size class and reused, so a
  * steady-state training loop stops asking the OS for pages (fresh pages cost a page fault

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable
 
 from .. import creation
@@ -10,7 +11,7 @@ from ..autograd import no_grad
 from ..ops import clamp, norm, stack
 from ..tensor import Tensor
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "rnn"]
 
 
 def _grads(parameters: Tensor | Iterable[Tensor], op: str) -> list[Tensor]:
@@ -84,3 +85,9 @@ def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float) -
     with no_grad():
         for g in _grads(parameters, op):
             g.detach().clamp_(min=-clip_value, max=clip_value)
+
+
+# nn.utils.rnn (packed sequences), as in PyTorch; also importable as singa_tensor.nn.utils.rnn
+from . import utils_rnn as rnn  # noqa: E402
+
+sys.modules[__name__ + ".rnn"] = rnn

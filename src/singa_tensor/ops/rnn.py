@@ -1,0 +1,401 @@
+"""Fused recurrent cells and the row split the recurrent layers step through.
+
+The layers project the inputs of all time steps with one matrix product; a step is then one
+product with the hidden-to-hidden weights and one fused cell kernel (header: "Recurrent cells").
+Each cell's backward runs its backward kernel; under create_graph it is written with Tensor ops
+instead, so the cells differentiate twice.
+
+Example:
+    >>> import singa_tensor as st
+    >>> from singa_tensor.ops.rnn import lstm_cell
+    >>> h, c = lstm_cell(st.zeros(1, 8), st.zeros(1, 8), None, st.ones(1, 2))
+    >>> [round(v, 4) for v in c.tolist()[0]]
+    [0.5, 0.5]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import autograd as _ag
+from ..tensor import Tensor
+from ._registry import OpSpec, apply, check_same_device, contiguous, kernel, ptr, register
+
+__all__: list[str] = []
+
+
+# ---- checks ------------------------------------------------------------------------------------
+
+
+def _check_cell(op: str, gates: int, gates_x, gates_h, bias, state, state_name: str) -> tuple:
+    """(batch, hidden) of a fused cell's operands, after checking types, shapes and dtypes."""
+    for name, t in (("gates_x", gates_x), ("gates_h", gates_h), (state_name, state)):
+        if t.__class__ is not Tensor:
+            raise TypeError(f"{op}: {name} must be a Tensor, got {type(t).__name__}")
+    if bias is not None and bias.__class__ is not Tensor:
+        raise TypeError(f"{op}: bias must be a Tensor or None, got {type(bias).__name__}")
+    if state.ndim != 2:
+        raise ValueError(f"{op}: {state_name} must be 2-D (batch, hidden), got shape "
+                         f"{state.shape}")
+    batch, hidden = state.shape
+    want = (batch, gates * hidden)
+    for name, t in (("gates_x", gates_x), ("gates_h", gates_h)):
+        if t.shape != want:
+            raise ValueError(f"{op}: {name} must have shape {want} for {state_name} of shape "
+                             f"{state.shape}, got {t.shape}")
+    if bias is not None and bias.shape != (gates * hidden,):
+        raise ValueError(f"{op}: bias must have shape ({gates * hidden},), got {bias.shape}")
+    dtype = state.dtype
+    if dtype.name not in ("float32", "float64"):
+        raise TypeError(f"{op}: expected float32 or float64 tensors, got {dtype.name}")
+    for name, t in (("gates_x", gates_x), ("gates_h", gates_h), ("bias", bias)):
+        if t is not None and t.dtype is not dtype:
+            raise TypeError(f"{op}: {name} has dtype {t.dtype.name} but {state_name} has "
+                            f"{dtype.name}")
+    check_same_device(op, gates_x, gates_h, bias, state)
+    return batch, hidden
+
+
+def _wants_grad(*tensors) -> bool:
+    return _ag._mode.enabled and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _null_or_ptr(ref: Tensor, t):
+    return ref._be.ffi.NULL if t is None else ptr(t)
+
+
+def _sigmoid_np(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+# ---- LSTM cell ---------------------------------------------------------------------------------
+
+
+@register
+class LSTMCellFused(OpSpec):
+    """(h, c) of one LSTM step from the pre-activation parts: a = gates_x + gates_h + bias
+    (gate order i, f, g, o), c = sigmoid(a_f) c_prev + sigmoid(a_i) tanh(a_g),
+    h = sigmoid(a_o) tanh(c)."""
+
+    name = "_lstm_cell"
+    onnx = None
+
+    @staticmethod
+    def forward(ctx, gates_x, gates_h, bias, c_prev):
+        batch, hidden = c_prev._shape
+        gx, gh, cp = contiguous(gates_x), contiguous(gates_h), contiguous(c_prev)
+        b = None if bias is None else contiguous(bias)
+        h = Tensor._empty((batch, hidden), cp.dtype, cp._device, cp._be)
+        c = Tensor._empty((batch, hidden), cp.dtype, cp._device, cp._be)
+        saved = None
+        if _wants_grad(gates_x, gates_h, bias, c_prev):
+            saved = Tensor._empty((batch, 4 * hidden), cp.dtype, cp._device, cp._be)
+        if batch and hidden:
+            kernel(cp, "lstm_cell")(ptr(gx), ptr(gh), _null_or_ptr(cp, b), ptr(cp), ptr(h),
+                                    ptr(c), _null_or_ptr(cp, saved), batch, hidden)
+        ctx.save_for_backward(gates_x, gates_h, bias, c_prev)
+        ctx.gates, ctx.c = saved, c._alias()
+        return h, c
+
+    @staticmethod
+    def backward(ctx, dh, dc):
+        gates_x, gates_h, bias, c_prev = ctx.saved_tensors
+        need_bias = ctx.needs_input_grad[2]
+        if _ag._mode.enabled:  # create_graph: a composition, differentiable again
+            dgates, dcp = _lstm_grad_composed(gates_x, gates_h, bias, c_prev, dh, dc)
+        else:
+            batch, hidden = c_prev._shape
+            cp = contiguous(c_prev)
+            dgates = Tensor._empty((batch, 4 * hidden), cp.dtype, cp._device, cp._be)
+            dcp = Tensor._empty((batch, hidden), cp.dtype, cp._device, cp._be)
+            if batch and hidden:
+                kernel(cp, "lstm_cell_backward")(
+                    ptr(ctx.gates), ptr(cp), ptr(ctx.c), ptr(contiguous(dh)), ptr(contiguous(dc)),
+                    ptr(dgates), ptr(dcp), batch, hidden)
+        dbias = dgates.sum(0) if need_bias else None
+        return dgates, dgates, dbias, dcp
+
+    @staticmethod
+    def reference(gates_x, gates_h, bias, c_prev):
+        a = gates_x + gates_h + (0.0 if bias is None else bias)
+        i, f, g, o = np.split(a, 4, axis=1)
+        c = _sigmoid_np(f) * c_prev + _sigmoid_np(i) * np.tanh(g)
+        return _sigmoid_np(o) * np.tanh(c), c
+
+    @staticmethod
+    def samples():
+        r = np.random.default_rng(41)
+        n = r.standard_normal
+        return [((n((3, 8)), n((3, 8)), n(8), n((3, 2))), {}),
+                ((n((2, 12)), n((2, 12)), None, n((2, 3))), {})]
+
+
+def _lstm_grad_composed(gates_x, gates_h, bias, c_prev, dh, dc) -> tuple:
+    """(d a, d c_prev) of the LSTM cell, a its gate pre-activations, written with Tensor ops."""
+    a = gates_x + gates_h
+    if bias is not None:
+        a = a + bias
+    ai, af, ag, ao = a.chunk(4, 1)
+    i, f, g, o = ai.sigmoid(), af.sigmoid(), ag.tanh(), ao.sigmoid()
+    tc = (f * c_prev + i * g).tanh()
+    dct = dc + dh * o * (1.0 - tc * tc)
+    dgates = _cat([dct * g * i * (1.0 - i), dct * c_prev * f * (1.0 - f),
+                   dct * i * (1.0 - g * g), dh * tc * o * (1.0 - o)], 1)
+    return dgates, dct * f
+
+
+def lstm_cell(gates_x: Tensor, gates_h: Tensor, bias: Tensor | None,
+              c_prev: Tensor) -> tuple[Tensor, Tensor]:
+    """One fused LSTM step from the gate pre-activations: gates_x, gates_h of shape
+    (batch, 4 * hidden) (gate order i, f, g, o), bias (4 * hidden,) or None, c_prev
+    (batch, hidden). Returns (h, c).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops.rnn import lstm_cell
+        >>> h, c = lstm_cell(st.zeros(2, 4), st.zeros(2, 4), None, st.zeros(2, 1))
+        >>> h.shape, c.tolist()
+        ((2, 1), [[0.0], [0.0]])
+    """
+    _check_cell("lstm_cell", 4, gates_x, gates_h, bias, c_prev, "c_prev")
+    return apply(LSTMCellFused, gates_x, gates_h, bias, c_prev)
+
+
+LSTMCellFused.fn = staticmethod(lstm_cell)
+
+
+# ---- GRU cell ----------------------------------------------------------------------------------
+
+
+@register
+class GRUCellFused(OpSpec):
+    """h of one GRU step (gate order r, z, n): r = sigmoid(x_r + h_r + b_r),
+    z = sigmoid(x_z + h_z + b_z), n = tanh(x_n + r (h_n + b_n)), h = (1 - z) n + z h_prev,
+    with x = gates_x (input side, its bias included), h = gates_h, b = bias_h."""
+
+    name = "_gru_cell"
+    onnx = None
+
+    @staticmethod
+    def forward(ctx, gates_x, gates_h, bias_h, h_prev):
+        batch, hidden = h_prev._shape
+        gx, gh, hp = contiguous(gates_x), contiguous(gates_h), contiguous(h_prev)
+        b = None if bias_h is None else contiguous(bias_h)
+        h = Tensor._empty((batch, hidden), hp.dtype, hp._device, hp._be)
+        saved = None
+        if _wants_grad(gates_x, gates_h, bias_h, h_prev):
+            saved = Tensor._empty((batch, 4 * hidden), hp.dtype, hp._device, hp._be)
+        if batch and hidden:
+            kernel(hp, "gru_cell")(ptr(gx), ptr(gh), _null_or_ptr(hp, b), ptr(hp), ptr(h),
+                                   _null_or_ptr(hp, saved), batch, hidden)
+        ctx.save_for_backward(gates_x, gates_h, bias_h, h_prev)
+        ctx.gates = saved
+        return h
+
+    @staticmethod
+    def backward(ctx, dh):
+        gates_x, gates_h, bias_h, h_prev = ctx.saved_tensors
+        need_bias = ctx.needs_input_grad[2]
+        if _ag._mode.enabled:
+            dgx, dgh, dhp = _gru_grad_composed(gates_x, gates_h, bias_h, h_prev, dh)
+        else:
+            batch, hidden = h_prev._shape
+            hp = contiguous(h_prev)
+            dgx = Tensor._empty((batch, 3 * hidden), hp.dtype, hp._device, hp._be)
+            dgh = Tensor._empty((batch, 3 * hidden), hp.dtype, hp._device, hp._be)
+            dhp = Tensor._empty((batch, hidden), hp.dtype, hp._device, hp._be)
+            if batch and hidden:
+                kernel(hp, "gru_cell_backward")(ptr(ctx.gates), ptr(hp), ptr(contiguous(dh)),
+                                                ptr(dgx), ptr(dgh), ptr(dhp), batch, hidden)
+        dbias = dgh.sum(0) if need_bias else None
+        return dgx, dgh, dbias, dhp
+
+    @staticmethod
+    def reference(gates_x, gates_h, bias_h, h_prev):
+        gh = gates_h + (0.0 if bias_h is None else bias_h)
+        xr, xz, xn = np.split(gates_x, 3, axis=1)
+        hr, hz, hn = np.split(gh, 3, axis=1)
+        r, z = _sigmoid_np(xr + hr), _sigmoid_np(xz + hz)
+        n = np.tanh(xn + r * hn)
+        return (1.0 - z) * n + z * h_prev
+
+    @staticmethod
+    def samples():
+        r = np.random.default_rng(42)
+        n = r.standard_normal
+        return [((n((3, 6)), n((3, 6)), n(6), n((3, 2))), {}),
+                ((n((2, 9)), n((2, 9)), None, n((2, 3))), {})]
+
+
+def _gru_grad_composed(gates_x, gates_h, bias_h, h_prev, dh) -> tuple:
+    """(d gates_x, d gates_h, d h_prev) of the GRU cell, written with Tensor ops."""
+    gh = gates_h if bias_h is None else gates_h + bias_h
+    xr, xz, xn = gates_x.chunk(3, 1)
+    hr, hz, hn = gh.chunk(3, 1)
+    r, z = (xr + hr).sigmoid(), (xz + hz).sigmoid()
+    n = (xn + r * hn).tanh()
+    dn = dh * (1.0 - z) * (1.0 - n * n)
+    dr = dn * hn * r * (1.0 - r)
+    dz = dh * (h_prev - n) * z * (1.0 - z)
+    return _cat([dr, dz, dn], 1), _cat([dr, dz, dn * r], 1), dh * z
+
+
+def gru_cell(gates_x: Tensor, gates_h: Tensor, bias_h: Tensor | None, h_prev: Tensor) -> Tensor:
+    """One fused GRU step: gates_x (batch, 3 * hidden) the input side with its bias, gates_h
+    (batch, 3 * hidden) the hidden side without bias, bias_h (3 * hidden,) or None, h_prev
+    (batch, hidden); gate order r, z, n. Returns h.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops.rnn import gru_cell
+        >>> gru_cell(st.zeros(1, 3), st.zeros(1, 3), None, st.ones(1, 1)).tolist()
+        [[0.5]]
+    """
+    _check_cell("gru_cell", 3, gates_x, gates_h, bias_h, h_prev, "h_prev")
+    return apply(GRUCellFused, gates_x, gates_h, bias_h, h_prev)
+
+
+GRUCellFused.fn = staticmethod(gru_cell)
+
+
+# ---- splitting rows ----------------------------------------------------------------------------
+
+
+@register
+class SplitRows(OpSpec):
+    """Views of consecutive row blocks of x (dim 0) with the given sizes, as one graph node:
+    its backward is one cat of the pieces' gradients, where a slice per piece would scatter
+    each gradient into zeros of x's full shape (quadratic over a sequence's steps)."""
+
+    name = "_split_rows"
+    onnx = None
+
+    @staticmethod
+    def forward(ctx, x, sizes):
+        out, pos = [], x._offset
+        rest, stride = x._shape[1:], x._strides[0] if x.ndim else 0
+        for n in sizes:
+            out.append(x._view((n,) + rest, (x._strides[0],) + x._strides[1:], pos))
+            pos += n * stride
+        return tuple(out)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (_cat(list(grads), 0), None)
+
+    @staticmethod
+    def reference(x, sizes):
+        return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=0))
+
+    @staticmethod
+    def samples():
+        x = np.random.default_rng(43).standard_normal((6, 2))
+        return [((x, (3, 1, 2)), {}), ((x, (6,)), {})]
+
+
+def split_rows(x: Tensor, sizes) -> tuple:
+    """x split along dim 0 into views of the given sizes (which must add up to x.shape[0]).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops.rnn import split_rows
+        >>> [t.tolist() for t in split_rows(st.arange(5.0), (2, 3))]
+        [[0.0, 1.0], [2.0, 3.0, 4.0]]
+    """
+    if x.__class__ is not Tensor:
+        raise TypeError(f"split_rows: x must be a Tensor, got {type(x).__name__}")
+    sizes = tuple(int(s) for s in sizes)
+    if x.ndim == 0 or any(s < 0 for s in sizes) or sum(sizes) != x.shape[0]:
+        raise ValueError(f"split_rows: sizes {sizes} do not split dimension 0 of shape "
+                         f"{x.shape}")
+    return apply(SplitRows, x, sizes)
+
+
+SplitRows.fn = staticmethod(split_rows)
+
+
+def _cat(tensors: list, dim: int) -> Tensor:
+    from .shape import cat
+
+    return cat(tensors, dim)
+
+
+# ---- the recurrent product ---------------------------------------------------------------------
+
+
+@register
+class RecurrentMatmul(OpSpec):
+    """h @ w_t for one time step, where the steps of a sequence share w_t and one `tape` list.
+    First-order backward: each step returns d h and leaves (h, g) on the tape; the sequence's
+    first step, whose backward runs last, returns the weight gradient of every step as one
+    product (rows = all steps' rows) instead of one thin product and one accumulation per step.
+    Under create_graph each step returns its own h^T g (a composition, differentiable again)."""
+
+    name = "_recurrent_matmul"
+    onnx = None
+
+    @staticmethod
+    def forward(ctx, h, w_t, tape, first):
+        from .linalg import Matmul
+
+        out = Matmul.forward(ctx, h, w_t)  # saves (h, w_t) on ctx
+        ctx.tape, ctx.first = tape, first
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        from .linalg import matmul
+
+        h, w_t = ctx.saved_tensors
+        need_h, need_w = ctx.needs_input_grad[:2]
+        dh = matmul(g, w_t.t()) if need_h else None
+        if not need_w:
+            return dh, None, None, None
+        if _ag._mode.enabled:
+            return dh, matmul(h.t(), g), None, None
+        tape = ctx.tape
+        tape.append((h, g))
+        if not ctx.first:
+            return dh, None, None, None
+        hs = _cat([p[0] for p in tape], 0) if len(tape) > 1 else tape[0][0]
+        gs = _cat([p[1] for p in tape], 0) if len(tape) > 1 else tape[0][1]
+        tape.clear()
+        return dh, matmul(hs.t(), gs), None, None
+
+    @staticmethod
+    def reference(h, w_t, tape, first):
+        return h @ w_t
+
+    @staticmethod
+    def samples():
+        r = np.random.default_rng(44)
+        return [((r.standard_normal((3, 2)), r.standard_normal((2, 5)), [], True), {})]
+
+
+def recurrent_matmul(h: Tensor, w_t: Tensor, tape: list, first: bool) -> Tensor:
+    """h (rows, k) @ w_t (k, n) for one step of a recurrent layer; every step of one sequence
+    passes the same w_t and the same (initially empty) tape list, and first=True for the step
+    that runs first.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops.rnn import recurrent_matmul
+        >>> w = st.ones(2, 3, requires_grad=True)
+        >>> tape = []
+        >>> h1 = recurrent_matmul(st.ones(1, 2), w, tape, True)
+        >>> recurrent_matmul(h1[:, :2], w, tape, False).sum().backward()
+        >>> w.grad.tolist()
+        [[5.0, 5.0, 2.0], [5.0, 5.0, 2.0]]
+    """
+    for name, t in (("h", h), ("w_t", w_t)):
+        if t.__class__ is not Tensor or t.ndim != 2:
+            raise ValueError(f"recurrent_matmul: {name} must be a 2-D Tensor, got "
+                             f"{getattr(t, 'shape', type(t).__name__)}")
+    if h.shape[1] != w_t.shape[0] or h.dtype is not w_t.dtype:
+        raise ValueError(f"recurrent_matmul: h of shape {h.shape} ({h.dtype.name}) does not "
+                         f"match w_t of shape {w_t.shape} ({w_t.dtype.name})")
+    check_same_device("recurrent_matmul", h, w_t)
+    return apply(RecurrentMatmul, h, w_t, tape, bool(first))
+
+
+RecurrentMatmul.fn = staticmethod(recurrent_matmul)
