@@ -307,11 +307,47 @@ def train_row(plan: Plan, name: str) -> Row:
     return row
 
 
-# name -> (label, bench_train model builder, input shape); MLP and CNN as in bench_train.py
+def lstm2(lb):
+    """bench_seq.py's 2-layer LSTM (input and hidden 256), classifying from the last step."""
+    nn = lb.nn
+
+    class LSTMClassifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(256, 256, num_layers=2, batch_first=True)
+            self.head = nn.Linear(256, 10)
+
+        def forward(self, x):
+            return self.head(self.rnn(x)[0][:, -1])
+
+    return LSTMClassifier()
+
+
+def encoder(lb):
+    """bench_seq.py's Transformer encoder layer (d_model 256, 4 heads, feed-forward 1024, no
+    dropout), classifying from the mean over the sequence."""
+    nn = lb.nn
+
+    class EncoderClassifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True)
+            self.head = nn.Linear(256, 10)
+
+        def forward(self, x):
+            return self.head(self.layer(x).mean(1))
+
+    return EncoderClassifier()
+
+
+# name -> (label, model builder, input shape); MLP and CNN as in bench_train.py, the sequence
+# models as in bench_seq.py
 TRAIN = {
     "mlp": ("MLP 784-512-512-10 b64", bt.mlp, (64, 784)),
     "cnn": ("CNN 2xconv3x3 b32", bt.cnn, (32, 3, 32, 32)),
     "resnet18": ("ResNet-18 CIFAR b64", bt.resnet18, (64, 3, 32, 32)),
+    "lstm": ("LSTM 2x256 seq64 b32", lstm2, (32, 64, 256)),
+    "encoder": ("Transformer enc d256 h4 s128 b16", encoder, (16, 128, 256)),
 }
 
 

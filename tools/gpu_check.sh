@@ -64,7 +64,7 @@ grep -E "^(FAILED|ERROR)" "$OUT/suite.log" | cut -c1-220 | head -60
 tail -3 "$OUT/suite.log"
 
 stamp "bench/gpu.py --quick"
-timeout 170 $PY bench/gpu.py --quick --budget 100 2>&1 | tee "$OUT/bench.log"
+timeout 200 $PY bench/gpu.py --quick --budget 130 2>&1 | tee "$OUT/bench.log"
 stamp "host-side profile of the CNN training step"
 timeout 90 $PY bench/gpu_profile.py cnn --steps 20 2>&1 | head -50 | tee "$OUT/profile.log"
 stamp "done"
