@@ -147,10 +147,16 @@ class Matmul(OpSpec):
         if need_a:
             ga = sum_to(matmul(g, transpose(b, -2, -1)), a._shape)
         if need_b:
-            if b.ndim == 2 and a.ndim > 2:
-                # a shared weight: fold the batch into the rows, one product, no sum afterwards
+            if b.ndim == 2 and a.ndim >= 2 and g.ndim >= 2:
+                # a weight (shared over any batch dims): fold the batch into the rows, one
+                # product, no sum afterwards. A transposed weight (x @ W.t(), as in linear)
+                # gets its gradient in W's own layout, so the leaf receives contiguous memory
                 k, n = a._shape[-1], g._shape[-1]
-                gb = matmul(transpose(reshape(a, -1, k), 0, 1), reshape(g, -1, n))
+                a2, g2 = reshape(a, -1, k), reshape(g, -1, n)
+                if b._strides == (1, b._shape[0]) and b._shape[0] > 1:
+                    gb = transpose(matmul(transpose(g2, 0, 1), a2), 0, 1)
+                else:
+                    gb = matmul(transpose(a2, 0, 1), g2)
             else:
                 gb = sum_to(matmul(transpose(a, -2, -1), g), b._shape)
         return ga, gb
