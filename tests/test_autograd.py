@@ -723,3 +723,21 @@ def test_inplace_on_a_view_of_a_leaf_is_refused():
     x = st.ones(2, 3, requires_grad=True)
     with pytest.raises(RuntimeError, match="view of a leaf"):
         x[0].mul_(2)
+
+
+def test_leaf_gradients_never_alias_other_tensors():
+    # a fresh gradient becomes .grad without a copy; anything shared must still be copied
+    a, b = st.ones(3, requires_grad=True), st.ones(3, requires_grad=True)
+    g_user = st.ones(3)
+    (a + b).backward(g_user)  # add hands the user's tensor to both inputs
+    a.grad.add_(1.0)
+    assert b.grad.tolist() == [1.0] * 3 and g_user.tolist() == [1.0] * 3
+    c = st.ones(3, requires_grad=True)
+    seen = []
+    c.register_hook(lambda g: seen.append(g))  # a hook that keeps the gradient
+    (c * 2.0).sum().backward()
+    c.grad.mul_(10.0)
+    assert seen[0].tolist() == [2.0] * 3 and c.grad.tolist() == [20.0] * 3
+    w, x = st.ones(4, 3, requires_grad=True), st.ones(2, 3)
+    (x @ w.t()).sum().backward()  # the weight's gradient arrives in the weight's layout
+    assert w.grad.is_contiguous() and w.grad.tolist() == [[2.0] * 3] * 4

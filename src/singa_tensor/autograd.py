@@ -11,6 +11,7 @@ records a graph of the backward itself: higher-order gradients come free.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import weakref
 from typing import Callable, Sequence
@@ -400,8 +401,12 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, capture=None
                         nxt, idx = e
                         nslot = grads.setdefault(nxt, [None] * nxt.n_outputs)
                         _accumulate(nslot, idx, _match(g, nxt, idx, node))
+                    # drop this node's gradients now: a leaf can then tell whether anything
+                    # else still holds the gradient it receives (see _exclusive)
+                    node_inputs = in_grads = g = None
                 if not retain_graph:
                     node._release()
+            slot = None
             for e in node.next:
                 if e is None:
                     continue
@@ -462,6 +467,29 @@ def _match(g, nxt: Node, idx: int, producer: Node):
     return g
 
 
+# references to an unshared gradient while _exclusive counts them: the engine's slot list,
+# the parameters g of _accumulate_leaf and of _exclusive, and getrefcount's own argument
+_OWN_REFS = 4
+
+
+def _exclusive(g, leaf) -> bool:
+    """Whether g is a whole, contiguous buffer in leaf's layout that no other live object
+    refers to, so that it can become leaf.grad without a copy. Reference counts can only
+    overstate sharing, never hide it: a gradient that may be shared is always copied."""
+    st_ = g._storage
+    if not (g.__class__ is Tensor and g._contig and g._offset == 0 and g.dtype is leaf.dtype
+            and g._device == leaf._device and st_.nbytes == g.numel() * g.dtype.itemsize
+            and sys.getrefcount(g) <= _OWN_REFS):
+        return False
+    # the counts below include the local names st_ and base and getrefcount's argument
+    base = g._base
+    if base is None:  # the buffer is held by g alone
+        return sys.getrefcount(st_) == 3
+    # a view covering its whole buffer (a weight's gradient transposed back into the weight's
+    # layout): the buffer is held by g and its base, and the base by g alone
+    return base._base is None and sys.getrefcount(st_) == 4 and sys.getrefcount(base) == 3
+
+
 def _accumulate_leaf(leaf, g, create_graph: bool) -> None:
     if leaf._hooks:
         for fn in leaf._hooks:
@@ -471,9 +499,11 @@ def _accumulate_leaf(leaf, g, create_graph: bool) -> None:
     if create_graph:
         leaf.grad = g if leaf.grad is None else leaf.grad + g
     elif leaf.grad is None:
-        # a backward may hand the same tensor to several inputs (add does): copy, so that an
-        # in-place update of one .grad never changes another
-        leaf.grad = g.detach().clone()
+        # A backward may hand the same tensor to several inputs (add does), and a user's
+        # gradient may arrive unchanged: then copy, so that an in-place update of one .grad
+        # never changes another tensor. A fresh gradient that nothing else holds is taken over
+        # without a copy.
+        leaf.grad = g.detach() if _exclusive(g, leaf) else g.detach().clone()
     else:
         leaf.grad.add_(g.detach())
     if leaf._post_hooks:
