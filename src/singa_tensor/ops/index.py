@@ -70,8 +70,10 @@ def _min_max(idx: Tensor) -> tuple:
         a = idx._numpy()
         return int(a.min()), int(a.max())
     from .reduce import amax, amin
+    from .shape import stack
 
-    return int(amin(idx).item()), int(amax(idx).item())
+    lo, hi = stack([amin(idx), amax(idx)]).tolist()  # one round trip for both
+    return int(lo), int(hi)
 
 
 def _check_bounds(op: str, idx: Tensor, dim: int, n: int, wrap: bool) -> Tensor:
