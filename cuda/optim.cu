@@ -11,84 +11,39 @@ namespace {
 using cuda::thread_count;
 using cuda::thread_index;
 
-// The gradient as the update sees it: negated when maximizing, plus L2 weight decay.
-template <class T>
-__device__ __forceinline__ T effective_grad(T g, T p, T wd, bool maximize) {
-  g = maximize ? -g : g;
-  return g + wd * p;
-}
-
 // kState: 0 without a momentum buffer, 1 on the first step (the buffer starts as the gradient),
-// 2 afterwards
+// 2 afterwards; the per-element rules live in functors.h, shared with the CPU
 template <class T, int kState>
 __global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf,
                            int64_t n, T lr, T mom, T keep, T wd, bool nesterov, bool maximize) {
-  for (int64_t i = thread_index(); i < n; i += thread_count()) {
-    const T gi = effective_grad(g[i], p[i], wd, maximize);
-    if (kState == 0) {
-      p[i] -= lr * gi;
-    } else {
-      const T b = kState == 1 ? gi : mom * buf[i] + keep * gi;
-      buf[i] = b;
-      p[i] -= lr * (nesterov ? gi + mom * b : b);
-    }
-  }
+  for (int64_t i = thread_index(); i < n; i += thread_count())
+    sgd_element(p[i], g[i], kState == 0 ? static_cast<T*>(nullptr) : buf + i, lr, mom, keep, wd,
+                nesterov, maximize, kState == 1);
 }
 
 template <class T>
 __global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m,
                             T* __restrict__ v, T* __restrict__ vmax, int64_t n, T b1, T b2, T c1,
                             T c2, T eps, T l2, T shrink, T step, T sqrt_bias2, bool maximize) {
-  for (int64_t i = thread_index(); i < n; i += thread_count()) {
-    const T p0 = p[i];
-    const T pi = p0 * shrink;
-    const T gi = effective_grad(g[i], p0, l2, maximize);
-    const T mi = b1 * m[i] + c1 * gi;
-    T vi = b2 * v[i] + c2 * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    if (vmax != nullptr) {
-      vi = vi > vmax[i] ? vi : vmax[i];
-      vmax[i] = vi;
-    }
-    p[i] = pi - step * (mi / (std::sqrt(vi) / sqrt_bias2 + eps));  // PyTorch's op order
-  }
+  for (int64_t i = thread_index(); i < n; i += thread_count())
+    adam_element(p[i], g[i], m[i], v[i], vmax != nullptr ? vmax + i : nullptr, b1, b2, c1, c2,
+                 eps, l2, shrink, step, sqrt_bias2, maximize);
 }
 
 template <class T>
 __global__ void rmsprop_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sq,
                                T* __restrict__ buf, T* __restrict__ gavg, int64_t n, T lr,
                                T alpha, T c, T eps, T wd, T mom, bool maximize) {
-  for (int64_t i = thread_index(); i < n; i += thread_count()) {
-    const T gi = effective_grad(g[i], p[i], wd, maximize);
-    const T si = alpha * sq[i] + c * gi * gi;
-    sq[i] = si;
-    T var = si;
-    if (gavg != nullptr) {
-      const T ai = alpha * gavg[i] + c * gi;
-      gavg[i] = ai;
-      var = si - ai * ai;
-    }
-    const T upd = gi / (std::sqrt(var) + eps);
-    if (buf != nullptr) {
-      const T b = mom * buf[i] + upd;
-      buf[i] = b;
-      p[i] -= lr * b;
-    } else {
-      p[i] -= lr * upd;
-    }
-  }
+  for (int64_t i = thread_index(); i < n; i += thread_count())
+    rmsprop_element(p[i], g[i], sq[i], buf != nullptr ? buf + i : nullptr,
+                    gavg != nullptr ? gavg + i : nullptr, lr, alpha, c, eps, wd, mom, maximize);
 }
 
 template <class T>
 __global__ void adagrad_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ sum,
                                int64_t n, T clr, T eps, T wd, bool maximize) {
-  for (int64_t i = thread_index(); i < n; i += thread_count()) {
-    const T gi = effective_grad(g[i], p[i], wd, maximize);
-    const T si = sum[i] + gi * gi;
-    sum[i] = si;
-    p[i] -= clr * gi / (std::sqrt(si) + eps);
-  }
+  for (int64_t i = thread_index(); i < n; i += thread_count())
+    adagrad_element(p[i], g[i], sum[i], clr, eps, wd, maximize);
 }
 
 template <class T>

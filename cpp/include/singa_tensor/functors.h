@@ -445,6 +445,81 @@ ST_HD double u01_f64(uint32_t lo, uint32_t hi) {
   return double(v) * 1.1102230246251565e-16;
 }
 
+// ---- optimizer updates of one element (cpp/src/optim.cc, cuda/optim.cu) --------------------
+// PyTorch's rules; the scalar factors come in already rounded to T by the host code, with
+// 1 - beta formed in double first, as PyTorch forms it.
+
+// the gradient as an update sees it: negated when maximizing, plus L2 weight decay
+template <class T>
+ST_HD T optim_grad(T g, T p, T wd, bool maximize) {
+  g = maximize ? -g : g;
+  return g + wd * p;
+}
+
+// SGD; buf is null without momentum; on the first step the buffer starts as the gradient
+template <class T>
+ST_HD void sgd_element(T& p, T g, T* buf, T lr, T mom, T keep, T wd, bool nesterov,
+                       bool maximize, bool first) {
+  const T gi = optim_grad(g, p, wd, maximize);
+  if (buf == nullptr) {
+    p -= lr * gi;
+    return;
+  }
+  const T b = first ? gi : mom * *buf + keep * gi;
+  *buf = b;
+  p -= lr * (nesterov ? gi + mom * b : b);
+}
+
+// Adam/AdamW: l2 is the coupled decay (0 for AdamW), shrink the decoupled one (1 for Adam);
+// vmax (amsgrad) may be null; step = lr / bias1
+template <class T>
+ST_HD void adam_element(T& p, T g, T& m, T& v, T* vmax, T b1, T b2, T c1, T c2, T eps, T l2,
+                        T shrink, T step, T sqrt_bias2, bool maximize) {
+  const T p0 = p;
+  const T gi = optim_grad(g, p0, l2, maximize);
+  const T mi = b1 * m + c1 * gi;
+  T vi = b2 * v + c2 * gi * gi;
+  m = mi;
+  v = vi;
+  if (vmax != nullptr) {
+    vi = vi > *vmax ? vi : *vmax;
+    *vmax = vi;
+  }
+  p = p0 * shrink - step * (mi / (std::sqrt(vi) / sqrt_bias2 + eps));  // PyTorch's op order
+}
+
+// RMSprop: buf (momentum) and gavg (centered) may be null; c = 1 - alpha
+template <class T>
+ST_HD void rmsprop_element(T& p, T g, T& sq, T* buf, T* gavg, T lr, T alpha, T c, T eps, T wd,
+                           T mom, bool maximize) {
+  const T gi = optim_grad(g, p, wd, maximize);
+  const T si = alpha * sq + c * gi * gi;
+  sq = si;
+  T var = si;
+  if (gavg != nullptr) {
+    const T ai = alpha * *gavg + c * gi;
+    *gavg = ai;
+    var = si - ai * ai;
+  }
+  const T upd = gi / (std::sqrt(var) + eps);
+  if (buf != nullptr) {
+    const T b = mom * *buf + upd;
+    *buf = b;
+    p -= lr * b;
+  } else {
+    p -= lr * upd;
+  }
+}
+
+// Adagrad with the decayed learning rate clr
+template <class T>
+ST_HD void adagrad_element(T& p, T g, T& sum, T clr, T eps, T wd, bool maximize) {
+  const T gi = optim_grad(g, p, wd, maximize);
+  const T si = sum + gi * gi;
+  sum = si;
+  p -= clr * gi / (std::sqrt(si) + eps);
+}
+
 }  // namespace st
 
 #endif  // SINGA_TENSOR_FUNCTORS_H_
