@@ -17,13 +17,10 @@ time of each and the ratio ours/torch (below 1 means singa_tensor is faster).
 from __future__ import annotations
 
 import argparse
-import cProfile
 import importlib.util
-import io
 import json
 import os
 import platform
-import pstats
 import subprocess
 import sys
 import tempfile
@@ -32,8 +29,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# The thread setup and the step timer are bench_train's, so the two benchmarks time alike.
-from bench_train import SETTLE_S, set_thread_env, time_steps  # noqa: E402
+# The thread setup, the step timer and the profile printer are bench_train's, so the two
+# benchmarks time alike.
+from bench_train import SETTLE_S, print_profile, set_thread_env, time_steps  # noqa: E402
 
 st = None  # singa_tensor, imported in main after the thread settings are in the environment
 
@@ -199,25 +197,7 @@ def print_table(ours: dict, peer: dict | None) -> None:
 def profile_case(case: Case) -> None:
     """cProfile PROFILE_REPS forward + backward reps of our side and print the top functions."""
     case.step()
-    prof = cProfile.Profile()
-    t0 = time.perf_counter()
-    prof.enable()
-    for _ in range(PROFILE_REPS):
-        case.step()
-    prof.disable()
-    wall = time.perf_counter() - t0
-    stats = pstats.Stats(prof, stream=io.StringIO())
-    total = sum(v[2] for v in stats.stats.values())  # tottime over all functions
-    ffi = sum(v[2] for k, v in stats.stats.items() if "_cpu_ffi" in k[2])
-    print(f"\nprofile: {case.name}, {PROFILE_REPS} reps, {wall * 1e3 / PROFILE_REPS:.1f} ms/rep "
-          f"under cProfile (its overhead inflates Python-side time)")
-    print(f"time inside C kernels (built-in methods of _cpu_ffi): {ffi:.3f} s of {total:.3f} s "
-          f"profiled ({100 * ffi / max(total, 1e-12):.0f}%); the rest is Python, numpy and "
-          "allocation")
-    buf = io.StringIO()
-    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(12)
-    text = buf.getvalue()
-    print(text[text.index("   ncalls"):].rstrip())  # skip pstats' header block
+    print_profile(case.step, PROFILE_REPS, case.name, "rep")
 
 
 def main(argv=None) -> None:

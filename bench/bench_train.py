@@ -241,31 +241,37 @@ def print_table(ours: dict, peer: dict | None) -> None:
         print(line(r))
 
 
+def print_profile(fn, reps: int, label: str, unit: str) -> None:
+    """cProfile reps calls of fn and print the time per call, the share spent inside C kernels
+    and the top functions by own time (bench_seq.py uses this too)."""
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(reps):
+        fn()
+    prof.disable()
+    wall = time.perf_counter() - t0
+    stats = pstats.Stats(prof, stream=io.StringIO())
+    total = sum(v[2] for v in stats.stats.values())  # tottime over all functions
+    ffi = sum(v[2] for k, v in stats.stats.items() if "_cpu_ffi" in k[2])
+    print(f"\nprofile: {label}, {reps} {unit}s, {wall * 1e3 / reps:.1f} ms/{unit} "
+          f"under cProfile (its overhead inflates Python-side time)")
+    print(f"time inside C kernels (built-in methods of _cpu_ffi): {ffi:.3f} s of {total:.3f} s "
+          f"profiled ({100 * ffi / max(total, 1e-12):.0f}%); the rest is Python, numpy and "
+          "allocation")
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(12)
+    text = buf.getvalue()
+    print(text[text.index("   ncalls"):].rstrip())  # skip pstats' header block
+
+
 def profile_model(index: int, args) -> None:
     """cProfile PROFILE_STEPS steps of one model (after warm-up) and print the top functions."""
     name, builder, shape, _ = MODELS[index]
     step, _ = make_step(Lib(st, "ours"), builder, shape, seed=100 * index)
     for _ in range(max(args.warmup, 2)):
         step()
-    prof = cProfile.Profile()
-    t0 = time.perf_counter()
-    prof.enable()
-    for _ in range(PROFILE_STEPS):
-        step()
-    prof.disable()
-    wall = time.perf_counter() - t0
-    stats = pstats.Stats(prof, stream=io.StringIO())
-    total = sum(v[2] for v in stats.stats.values())  # tottime over all functions
-    ffi = sum(v[2] for k, v in stats.stats.items() if "_cpu_ffi" in k[2])
-    print(f"\nprofile: {name}, {PROFILE_STEPS} steps, {wall * 1e3 / PROFILE_STEPS:.1f} ms/step "
-          f"under cProfile (its overhead inflates Python-side time)")
-    print(f"time inside C kernels (built-in methods of _cpu_ffi): {ffi:.3f} s of {total:.3f} s "
-          f"profiled ({100 * ffi / total:.0f}%); the rest is Python, numpy and allocation")
-    buf = io.StringIO()
-    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(12)
-    text = buf.getvalue()
-    # pstats opens with a header block; start at the column titles.
-    print(text[text.index("   ncalls"):].rstrip())
+    print_profile(step, PROFILE_STEPS, name, "step")
 
 
 def main(argv=None) -> None:
