@@ -45,62 +45,17 @@ void copy(const T* x, T* y, int ndim, const int64_t* shape, const int64_t* sx, c
 }
 
 // ---- cast -----------------------------------------------------------------------------------
-// The conversion rules of cpp/src/layout.cc: to bool tests for non-zero; float to integer
-// saturates (NaN gives 0) where C++ leaves it undefined; the 16-bit float formats pass through
-// float with the bit-exact conversions of functors.h.
-template <class D, class S>
-__device__ __forceinline__ D convert(S v) {
-  if constexpr (std::is_same<D, uint8_t>::value) {
-    return uint8_t(v != S(0));
-  } else if constexpr (std::is_integral<D>::value && std::is_floating_point<S>::value) {
-    if (v != v) return D(0);
-    if (v >= S(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
-    if (v <= S(std::numeric_limits<D>::min())) return std::numeric_limits<D>::min();
-    return D(v);
-  } else {
-    return D(v);
-  }
-}
-
-// tag types for the two 16-bit float formats, whose storage is uint16_t
-struct F16 {};
-struct BF16 {};
-template <class Tag>
-struct Storage {
-  using type = Tag;
-};
-template <>
-struct Storage<F16> {
-  using type = uint16_t;
-};
-template <>
-struct Storage<BF16> {
-  using type = uint16_t;
-};
-
-template <class Tag>
-__device__ __forceinline__ auto load(typename Storage<Tag>::type v) {
-  if constexpr (std::is_same<Tag, F16>::value) return f16_to_f32(v);
-  else if constexpr (std::is_same<Tag, BF16>::value) return bf16_to_f32(v);
-  else return v;
-}
-template <class Tag, class V>
-__device__ __forceinline__ typename Storage<Tag>::type store(V v) {
-  if constexpr (std::is_same<Tag, F16>::value) return f32_to_f16(convert<float>(v));
-  else if constexpr (std::is_same<Tag, BF16>::value) return f32_to_bf16(convert<float>(v));
-  else return convert<Tag>(v);
-}
-
+// The conversion rules (convert, cast_load, cast_store) are functors.h's, shared with the CPU.
 template <class SrcTag, class DstTag>
-__global__ void cast_kernel(const typename Storage<SrcTag>::type* x,
-                            typename Storage<DstTag>::type* y, int64_t n) {
+__global__ void cast_kernel(const typename CastStorage<SrcTag>::type* x,
+                            typename CastStorage<DstTag>::type* y, int64_t n) {
   for (int64_t i = thread_index(); i < n; i += thread_count())
-    y[i] = store<DstTag>(load<SrcTag>(x[i]));
+    y[i] = cast_store<DstTag>(cast_load<SrcTag>(x[i]));
 }
 
 template <class SrcTag, class DstTag>
-void cast(const typename Storage<SrcTag>::type* x, typename Storage<DstTag>::type* y, int64_t n,
-          void* stream) {
+void cast(const typename CastStorage<SrcTag>::type* x, typename CastStorage<DstTag>::type* y,
+          int64_t n, void* stream) {
   // same-type casts run the kernel too: the CPU normalises bools and NaN payloads on the way
   launch_1d(cast_kernel<SrcTag, DstTag>, n, stream, x, y, n);
 }
@@ -130,8 +85,8 @@ ST_WIDTH_TYPES(ST_DEF_COPY, _)
 
 #define ST_TAG_f32 float
 #define ST_TAG_f64 double
-#define ST_TAG_f16 st::cuda::F16
-#define ST_TAG_bf16 st::cuda::BF16
+#define ST_TAG_f16 st::F16
+#define ST_TAG_bf16 st::BF16
 #define ST_TAG_i32 int32_t
 #define ST_TAG_i64 int64_t
 #define ST_TAG_u8 uint8_t

@@ -23,62 +23,12 @@ void copy(const T* x, T* y, int ndim, const int64_t* shape, const int64_t* sx,
   });
 }
 
-// conversions to and from the 16-bit float storage types pass through float
-template <class S>
-inline float to_float(S v, int kind) {
-  if (kind == 1) return f16_to_f32(uint16_t(v));
-  if (kind == 2) return bf16_to_f32(uint16_t(v));
-  return float(v);
-}
-
-template <class D, class S>
-inline D convert(S v) {
-  if constexpr (std::is_same<D, uint8_t>::value) {
-    return uint8_t(v != S(0));  // casting to bool tests for non-zero
-  } else if constexpr (std::is_integral<D>::value && std::is_floating_point<S>::value) {
-    // out-of-range and NaN values are undefined in C++; saturate them deterministically
-    if (v != v) return D(0);
-    if (v >= S(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
-    if (v <= S(std::numeric_limits<D>::min())) return std::numeric_limits<D>::min();
-    return D(v);
-  } else {
-    return D(v);
-  }
-}
-
-// tag types for the two 16-bit float formats, whose storage is uint16_t
-struct F16 {};
-struct BF16 {};
-template <class Tag>
-struct Storage {
-  using type = Tag;
-};
-template <>
-struct Storage<F16> {
-  using type = uint16_t;
-};
-template <>
-struct Storage<BF16> {
-  using type = uint16_t;
-};
-
-template <class Tag>
-inline auto load(typename Storage<Tag>::type v) {
-  if constexpr (std::is_same<Tag, F16>::value) return f16_to_f32(v);
-  else if constexpr (std::is_same<Tag, BF16>::value) return bf16_to_f32(v);
-  else return v;
-}
-template <class Tag, class V>
-inline typename Storage<Tag>::type store(V v) {
-  if constexpr (std::is_same<Tag, F16>::value) return f32_to_f16(convert<float>(v));
-  else if constexpr (std::is_same<Tag, BF16>::value) return f32_to_bf16(convert<float>(v));
-  else return convert<Tag>(v);
-}
-
+// the conversion rules (convert, cast_load, cast_store) live in functors.h, shared with CUDA
 template <class SrcTag, class DstTag>
-void cast(const typename Storage<SrcTag>::type* x, typename Storage<DstTag>::type* y, int64_t n) {
+void cast(const typename CastStorage<SrcTag>::type* x, typename CastStorage<DstTag>::type* y,
+          int64_t n) {
   parallel_for(n, 1, [&](int64_t s, int64_t e) {
-    for (int64_t i = s; i < e; ++i) y[i] = store<DstTag>(load<SrcTag>(x[i]));
+    for (int64_t i = s; i < e; ++i) y[i] = cast_store<DstTag>(cast_load<SrcTag>(x[i]));
   });
 }
 

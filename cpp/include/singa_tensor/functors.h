@@ -412,6 +412,53 @@ ST_HD uint16_t f32_to_f16(float f) {
   return uint16_t(sign | half);
 }
 
+// ---- dtype conversion of one element (st_cast on the CPU and on CUDA) -----------------------
+// To bool tests for non-zero; float to integer saturates (NaN gives 0) where C++ leaves it
+// undefined; the 16-bit float formats pass through float with the conversions above.
+template <class D, class S>
+ST_HD D convert(S v) {
+  if constexpr (std::is_same<D, uint8_t>::value) {
+    return uint8_t(v != S(0));
+  } else if constexpr (std::is_integral<D>::value && std::is_floating_point<S>::value) {
+    if (v != v) return D(0);
+    if (v >= S(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
+    if (v <= S(std::numeric_limits<D>::min())) return std::numeric_limits<D>::min();
+    return D(v);
+  } else {
+    return D(v);
+  }
+}
+
+// tag types for the two 16-bit float formats, whose storage is uint16_t
+struct F16 {};
+struct BF16 {};
+template <class Tag>
+struct CastStorage {
+  using type = Tag;
+};
+template <>
+struct CastStorage<F16> {
+  using type = uint16_t;
+};
+template <>
+struct CastStorage<BF16> {
+  using type = uint16_t;
+};
+
+// an element of storage type Tag as a computable value, and back
+template <class Tag>
+ST_HD auto cast_load(typename CastStorage<Tag>::type v) {
+  if constexpr (std::is_same<Tag, F16>::value) return f16_to_f32(v);
+  else if constexpr (std::is_same<Tag, BF16>::value) return bf16_to_f32(v);
+  else return v;
+}
+template <class Tag, class V>
+ST_HD typename CastStorage<Tag>::type cast_store(V v) {
+  if constexpr (std::is_same<Tag, F16>::value) return f32_to_f16(convert<float>(v));
+  else if constexpr (std::is_same<Tag, BF16>::value) return f32_to_bf16(convert<float>(v));
+  else return convert<Tag>(v);
+}
+
 // ---- Philox-4x32-10 counter-based generator -------------------------------------------------------
 struct Philox4 {
   uint32_t v[4];
