@@ -13,6 +13,10 @@ import warnings
 
 from .. import creation
 from .. import ops as _ops
+
+# linear and embedding are composite ops (one ONNX node each on export): defined in ops/dense.py
+from ..ops.dense import embedding, linear
+from ..ops.dense import padding_index as _padding_index  # noqa: F401 (nn.Embedding's check)
 from ..tensor import Tensor
 
 
@@ -25,40 +29,6 @@ def _tensor(op: str, x, name: str = "input") -> Tensor:
 def _write_back(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
     # in-place variants without a kernel of their own: the in-place copy keeps autograd right
     return input.copy_(out) if inplace else out
-
-
-# ---- linear ------------------------------------------------------------------------------------
-
-
-def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """input @ weight.T + bias, with weight of shape (out_features, in_features).
-
-    Example:
-        >>> import singa_tensor as st
-        >>> import singa_tensor.nn.functional as F
-        >>> F.linear(st.ones(2, 3), st.ones(4, 3), st.zeros(4)).tolist()[0]
-        [3.0, 3.0, 3.0, 3.0]
-    """
-    _tensor("linear", input)
-    _tensor("linear", weight, "weight")
-    if weight.ndim != 2:
-        raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got shape "
-                         f"{tuple(weight.shape)}")
-    if input.ndim == 0 or input.shape[-1] != weight.shape[1]:
-        raise ValueError(
-            f"linear: input of shape {tuple(input.shape)} does not match weight of shape "
-            f"{tuple(weight.shape)}: the last input dimension must be in_features="
-            f"{weight.shape[1]}"
-        )
-    if bias is not None:
-        _tensor("linear", bias, "bias")
-        if bias.shape != (weight.shape[0],):
-            raise ValueError(f"linear: bias must have shape ({weight.shape[0]},), got "
-                             f"{tuple(bias.shape)}")
-        if input.ndim == 2:
-            return _ops.addmm(bias, input, weight.t())
-        return _ops.matmul(input, weight.t()) + bias
-    return _ops.matmul(input, weight.t())
 
 
 # ---- activations -------------------------------------------------------------------------------
@@ -227,48 +197,6 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     # keep with probability 1 - p; scaling the mask once keeps it to one multiply of the input
     scale = (draw >= p).to(input.dtype) * (1.0 / (1.0 - p))
     return _write_back(input, input * scale, inplace)
-
-
-# ---- embedding ---------------------------------------------------------------------------------
-
-
-def _padding_index(op: str, padding_idx, num: int) -> int | None:
-    if padding_idx is None:
-        return None
-    if isinstance(padding_idx, bool) or not isinstance(padding_idx, int):
-        raise TypeError(f"{op}: padding_idx must be an int or None, got "
-                        f"{type(padding_idx).__name__}")
-    if not -num <= padding_idx < num:
-        raise ValueError(f"{op}: padding_idx must be within num_embeddings={num}, got "
-                         f"{padding_idx}")
-    return padding_idx % num
-
-
-def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
-    """Rows of weight picked by the integer indices in input: shape input.shape + (dim,).
-    Entries equal to padding_idx pass no gradient to weight.
-
-    Example:
-        >>> import singa_tensor as st
-        >>> import singa_tensor.nn.functional as F
-        >>> w = st.tensor([[0.0, 0.0], [1.0, 2.0], [3.0, 4.0]])
-        >>> F.embedding(st.tensor([[2, 1]]), w).tolist()
-        [[[3.0, 4.0], [1.0, 2.0]]]
-    """
-    _tensor("embedding", input)
-    _tensor("embedding", weight, "weight")
-    if weight.ndim != 2:
-        raise ValueError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got "
-                         f"shape {tuple(weight.shape)}")
-    if input.dtype.is_floating_point or input.dtype.name == "bool":
-        raise TypeError(f"embedding: expected an integer index tensor, got {input.dtype.name}")
-    padding_idx = _padding_index("embedding", padding_idx, weight.shape[0])
-    out = _ops.index_select(weight, 0, input.reshape(-1)).reshape(*input.shape, weight.shape[1])
-    if padding_idx is not None and out.requires_grad:
-        # same values, but the padding rows come from a detached copy: no gradient reaches them
-        pad = (input == padding_idx).unsqueeze(-1)
-        out = _ops.where(pad, out.detach(), out)
-    return out
 
 
 __all__ = [

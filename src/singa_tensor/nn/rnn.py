@@ -227,7 +227,19 @@ class RNNBase(Module):
             raise TypeError(f"{op}: input has dtype {x.dtype.name} but the parameters have "
                             f"dtype {w0.dtype.name}")
         states = self._states(hx, batch, unbatched, sorted_indices)
-        out, finals = self._run(x, bsz, states)
+        if packed or unbatched:
+            out, finals = self._run(x, bsz, states)
+        elif self.proj_size:
+            res = self._run_padded(x, bsz, states)
+            out, finals = res[0], list(res[1:])
+        else:  # one traced op, so ONNX export writes LSTM/GRU/RNN nodes, not the steps
+            dirs = 2 if self.bidirectional else 1
+            weights = [self._weights(k, d)[:4] for k in range(self.num_layers)
+                       for d in range(dirs)]
+            res = _cells.recurrent(
+                self.mode, input, weights, states[0], states[1] if len(states) > 1 else None,
+                self.bidirectional, self.batch_first, lambda: self._run_padded(x, bsz, states))
+            out, finals = res[0], list(res[1:])
         if unsorted_indices is not None:
             finals = [f.index_select(1, unsorted_indices) for f in finals]
         if unbatched:
@@ -235,12 +247,17 @@ class RNNBase(Module):
         hidden = tuple(finals) if self.mode == "LSTM" else finals[0]
         if packed:
             return PackedSequence(out, batch_sizes, sorted_indices, unsorted_indices), hidden
-        out = out.reshape(len(bsz), batch, out.shape[-1])
         if unbatched:
-            out = out.squeeze(1)
-        elif self.batch_first:
-            out = out.transpose(0, 1)
+            out = out.reshape(len(bsz), batch, out.shape[-1]).squeeze(1)
         return out, hidden
+
+    def _run_padded(self, x: Tensor, bsz: list, states: tuple) -> tuple:
+        """(output in the input's layout, h_n[, c_n]) for a padded batch."""
+        out, finals = self._run(x, bsz, states)
+        out = out.reshape(len(bsz), bsz[0], out.shape[-1])
+        if self.batch_first:
+            out = out.transpose(0, 1)
+        return (out, *finals)
 
     def _run(self, x: Tensor, bsz: list, states: tuple) -> tuple:
         """(output rows (steps * batch or packed, directions * size), [h_n, c_n]) for packed

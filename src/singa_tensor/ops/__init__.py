@@ -18,7 +18,7 @@ def _load_optional_families() -> None:
     import importlib
 
     for name in ("shape", "masks", "padding", "index", "subscript", "conv", "norm", "linalg",
-                 "reduce_ext", "loss", "fused_updates", "attention", "rnn"):
+                 "reduce_ext", "loss", "fused_updates", "attention", "rnn", "dense"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:

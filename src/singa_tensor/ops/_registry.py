@@ -14,6 +14,8 @@ composition of other ops, so it needs neither kernel nor backward.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Callable
 
 from .. import autograd as _ag
@@ -21,6 +23,9 @@ from .. import dtype as _dt
 from ..tensor import Tensor
 
 REGISTRY: dict[str, type[OpSpec]] = {}
+
+# set by onnx export while it traces a forward pass; None keeps apply() on its fast path
+_tracer = None
 
 
 class OpSpec:
@@ -52,6 +57,20 @@ class OpSpec:
     def samples():
         return []
 
+    @classmethod
+    def onnx_export(cls, b, args, attrs, outs):
+        """Emit this op's ONNX node(s) into builder b; NotImplemented when it has no form at
+        b.opset (the exporter then emits the op's traced children or names the op).
+
+        The default covers ops whose ONNX node takes the same tensors and no attributes; a
+        spec with attributes overrides it next to its forward. For a composite, args is the
+        dict of the public function's bound arguments."""
+        if cls.onnx is None or attrs or cls.composite:
+            return NotImplemented
+        if cls.kind not in ("unary", "binary") and any(a.__class__ is not Tensor for a in args):
+            return NotImplemented
+        b.node(cls.onnx, [b.value(a) for a in args if a.__class__ is Tensor], outputs=outs)
+
 
 def register(cls):
     if not cls.name:
@@ -73,12 +92,35 @@ def apply(spec, *args, **attrs):
     nc = spec.__dict__.get("node_class")
     ctx = nc() if nc is not None else _ag.Node()
     out = spec.forward(ctx, *args, **attrs)
+    if _tracer is not None:
+        _tracer.record(spec, args, attrs, out)
     if _ag._mode.enabled and spec.differentiable:
         for a in args:
             if a.__class__ is Tensor and a.requires_grad:
                 _ag.record(spec, ctx, args, out)
                 break
     return out
+
+
+def traced(name: str):
+    """Decorator for the public function of composite op `name`: while onnx export traces,
+    the call becomes one node of the trace with the ops it runs as children, so it can export
+    as its own ONNX op (LayerNormalization) or, where it has none, as those children."""
+
+    def wrap(fn):
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            if _tracer is None:
+                return fn(*args, **kwargs)
+            bound = sig.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return _tracer.scope(REGISTRY[name], bound.arguments, lambda: fn(*args, **kwargs))
+
+        return run
+
+    return wrap
 
 
 # ---- kernel calling ----------------------------------------------------------------------------
@@ -235,4 +277,5 @@ __all__ = [
     "kernel",
     "ptr",
     "register",
+    "traced",
 ]

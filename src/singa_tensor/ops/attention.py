@@ -16,7 +16,7 @@ import numpy as np
 from .. import creation
 from .. import dtype as _dt
 from ..tensor import Tensor
-from ._registry import OpSpec, broadcast_shapes, check_same_device, register
+from ._registry import OpSpec, broadcast_shapes, check_same_device, register, traced
 from .elementwise import add, mul, where
 from .layout import cast, make_contiguous, permute, reshape, transpose
 from .linalg import matmul
@@ -115,6 +115,7 @@ def _scores(query, key, scale, e):
 # ---- scaled dot-product attention --------------------------------------------------------------
 
 
+@traced("scaled_dot_product_attention")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                  attn_mask: Tensor | None = None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None) -> Tensor:
@@ -225,6 +226,61 @@ class ScaledDotProductAttention(OpSpec):
     fn = staticmethod(scaled_dot_product_attention)
     reference = staticmethod(_sdpa_reference)
     samples = staticmethod(_sdpa_samples)
+
+
+def _sdpa_onnx(cls, b, args, attrs, outs):
+    """The Attention node is opset 23, past what we write: MatMul, Mul by the scale, the mask
+    as Add / Where, Softmax, MatMul. A row that may attend to no key gives zeros, as ours."""
+    q, k, v, mask = args["query"], args["key"], args["value"], args["attn_mask"]
+    if args["dropout_p"]:
+        raise RuntimeError("onnx export: scaled_dot_product_attention with dropout_p > 0 "
+                           "cannot be exported (pass dropout_p=0.0 outside training)")
+    scale = args["scale"]
+    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    qn = b.value(q)
+    if s != 1.0:
+        (qn,) = b.node("Mul", [qn, b.scalar(s, q)])
+    perm = list(range(k.ndim - 2)) + [k.ndim - 1, k.ndim - 2]
+    (kt,) = b.node("Transpose", [b.value(k)], perm=perm)
+    (scores,) = b.node("MatMul", [qn, kt])
+    allowed = None
+    if args["is_causal"]:
+        n, m = q.shape[-2], k.shape[-2]
+        allowed = b.const(np.tril(np.ones((n, m), dtype=np.bool_)))
+    if mask is not None:
+        mn = b.value(mask)
+        if mask.dtype is _dt.bool_:
+            allowed = mn if allowed is None else b.node("And", [allowed, mn])[0]
+        else:
+            if mask.dtype is not q.dtype:
+                from ..onnx._export import onnx_type
+
+                (mn,) = b.node("Cast", [mn], to=onnx_type(q.dtype))
+            (scores,) = b.node("Add", [scores, mn])
+    if allowed is not None:
+        (scores,) = b.node("Where", [allowed, scores, b.scalar(_NEG_INF, q)])
+    row_ok = None
+    if mask is not None:
+        # -inf everywhere in a row (no live key) would make Softmax NaN: such rows are zeroed
+        top = _onnx_reduce_max_last(b, scores)
+        (dead,) = b.node("Equal", [top, b.scalar(_NEG_INF, q)])
+        (row_ok,) = b.node("Not", [dead])
+        (scores,) = b.node("Where", [row_ok, scores, b.scalar(0.0, q)])
+    (w,) = b.node("Softmax", [scores], axis=-1)
+    if row_ok is None:
+        b.node("MatMul", [w, b.value(v)], outputs=outs)
+        return
+    (out,) = b.node("MatMul", [w, b.value(v)])
+    b.node("Where", [row_ok, out, b.scalar(0.0, q)], outputs=outs)
+
+
+def _onnx_reduce_max_last(b, name: str) -> str:
+    if b.opset >= 18:
+        return b.node("ReduceMax", [name, b.ints([-1])], keepdims=1)[0]
+    return b.node("ReduceMax", [name], axes=[-1], keepdims=1)[0]
+
+
+ScaledDotProductAttention.onnx_export = classmethod(_sdpa_onnx)
 
 
 # ---- multi-head attention ----------------------------------------------------------------------

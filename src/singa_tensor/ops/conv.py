@@ -18,7 +18,17 @@ from .. import creation
 from .. import dtype as _dt
 from ..tensor import Tensor
 from . import index as _index
-from ._registry import OpSpec, apply, contiguous, expect_tensor, kernel, ptr, register
+from ._registry import (
+    REGISTRY,
+    OpSpec,
+    apply,
+    contiguous,
+    expect_tensor,
+    kernel,
+    ptr,
+    register,
+    traced,
+)
 
 # ---- argument handling -------------------------------------------------------------------------
 
@@ -187,6 +197,7 @@ def _conv_padding(op, padding, kernel_size, dilation, stride) -> tuple:
     return ph, ph, pw, pw
 
 
+@traced("conv2d")
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
            dilation=1, groups: int = 1) -> Tensor:
     """2-d convolution (cross-correlation, as PyTorch) of (N, C, H, W) with (O, C/groups, kh, kw).
@@ -339,6 +350,7 @@ def _pool_geometry(op, h, w, kernel_size, stride, padding, dilation, ceil_mode):
     return k, s, p, d, sizes[0], sizes[1]
 
 
+@traced("max_pool2d")
 def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                ceil_mode: bool = False, return_indices: bool = False):
     """Max over kernel windows of (N, C, H, W); NaN wins. With return_indices, also the flat
@@ -383,6 +395,7 @@ def _avg_divisor(h, w, k, s, p, oh, ow, count_include_pad):
     return np.outer(fh, fw) if count_include_pad else np.outer(vh, vw)
 
 
+@traced("avg_pool2d")
 def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
     """Mean over kernel windows of (N, C, H, W), with PyTorch's divisor rules.
@@ -418,6 +431,7 @@ def _adaptive_matrix(n_in: int, n_out: int) -> np.ndarray:
     return m
 
 
+@traced("adaptive_avg_pool2d")
 def adaptive_avg_pool2d(x: Tensor, output_size) -> Tensor:
     """Average pooling to a fixed output size (windows as PyTorch's), as two small products.
 
@@ -573,3 +587,59 @@ _composite("adaptive_avg_pool2d", "GlobalAveragePool", adaptive_avg_pool2d,
 
 __all__ = ["adaptive_avg_pool2d", "avg_pool2d", "conv1d", "conv2d", "conv_transpose2d",
            "interpolate", "max_pool2d"]
+
+
+# ---- ONNX forms (OpSpec.onnx_export) -------------------------------------------------------------
+
+
+def _conv2d_onnx(cls, b, args, attrs, outs):
+    x, w, bias = args["x"], args["weight"], args["bias"]
+    if x.ndim != 4:
+        return NotImplemented
+    kh, kw = w.shape[2:]
+    stride, dilation = _pair(cls.name, args["stride"], "s"), _pair(cls.name, args["dilation"], "d")
+    pt, pb, pl, pr = _conv_padding(cls.name, args["padding"], (kh, kw), dilation, stride)
+    ins = [b.value(x), b.value(w)] + ([b.value(bias)] if bias is not None else [])
+    b.node("Conv", ins, outputs=outs, kernel_shape=[kh, kw], strides=list(stride),
+           pads=[pt, pl, pb, pr], dilations=list(dilation), group=int(args["groups"]))
+
+
+def _pool_attrs(cls, args):
+    x = args["x"]
+    if x.ndim != 4:
+        raise RuntimeError(f"onnx export: {cls.name} of a {x.ndim}-d input cannot be exported "
+                           "(only batched (N, C, H, W) input)")
+    k, s, p, d, _, _ = _pool_geometry(cls.name, x.shape[2], x.shape[3], args["kernel_size"],
+                                      args["stride"], args["padding"], args.get("dilation", 1),
+                                      args["ceil_mode"])
+    return dict(kernel_shape=list(k), strides=list(s), pads=[p[0], p[1], p[0], p[1]],
+                ceil_mode=int(bool(args["ceil_mode"]))), d
+
+
+def _max_pool2d_onnx(cls, b, args, attrs, outs):
+    # never decomposed: its window indices come from a kernel outside the op registry
+    if args["return_indices"]:
+        raise RuntimeError("onnx export: max_pool2d with return_indices=True cannot be exported")
+    kw, d = _pool_attrs(cls, args)
+    b.node("MaxPool", [b.value(args["x"])], outputs=outs, dilations=list(d), **kw)
+
+
+def _avg_pool2d_onnx(cls, b, args, attrs, outs):
+    if args["divisor_override"] is not None:
+        return NotImplemented
+    kw, _ = _pool_attrs(cls, args)
+    b.node("AveragePool", [b.value(args["x"])], outputs=outs,
+           count_include_pad=int(bool(args["count_include_pad"])), **kw)
+
+
+def _adaptive_avg_pool2d_onnx(cls, b, args, attrs, outs):
+    x, size = args["x"], args["output_size"]
+    if x.ndim != 4 or size not in (1, (1, 1), [1, 1]):
+        return NotImplemented  # other sizes: the two constant products it runs
+    b.node("GlobalAveragePool", [b.value(x)], outputs=outs)
+
+
+REGISTRY["conv2d"].onnx_export = classmethod(_conv2d_onnx)
+REGISTRY["max_pool2d"].onnx_export = classmethod(_max_pool2d_onnx)
+REGISTRY["avg_pool2d"].onnx_export = classmethod(_avg_pool2d_onnx)
+REGISTRY["adaptive_avg_pool2d"].onnx_export = classmethod(_adaptive_avg_pool2d_onnx)

@@ -13,6 +13,7 @@ import numpy as np
 from .. import autograd as _ag
 from .. import dtype as _dt
 from ..tensor import Tensor
+from . import _registry as _reg
 from ._registry import (
     OpSpec,
     apply,
@@ -450,7 +451,7 @@ def _binary(name, onnx, backward, reference, *, float_only=False, out_bool=False
         # the common case, two tensors of one computable dtype on one device, skips the
         # promotion logic and the generic apply(): this is the per-op overhead of training loops
         if (a.__class__ is Tensor and b.__class__ is Tensor and a.dtype is b.dtype
-                and a._device is b._device and a.dtype in fast_dtypes):
+                and a._device is b._device and a.dtype in fast_dtypes and _reg._tracer is None):
             ctx = Spec.node_class()
             out = forward(ctx, a, b)
             if _ag._mode.enabled and (a.requires_grad or b.requires_grad) and Spec.differentiable:
@@ -790,6 +791,136 @@ def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
         v = _scalar_tensor(value, x.dtype, x)
     return where(mask, v, x)
 
+
+
+# ---- ONNX forms (see OpSpec.onnx_export): ops whose node needs attributes, or that have no
+# ONNX op of their own but a short exact composition of ONNX ops ----------------------------------
+
+_SPECS = _reg.REGISTRY
+
+
+def _onnx_form(name):
+    def attach(fn):
+        _SPECS[name].onnx_export = classmethod(fn)
+        return fn
+
+    return attach
+
+
+def _one(b, x, v):
+    return b.scalar(v, x)
+
+
+@_onnx_form("leaky_relu")
+def _leaky_relu_onnx(cls, b, args, attrs, outs):
+    b.node("LeakyRelu", [b.value(args[0])], outputs=outs, alpha=float(args[1]))
+
+
+@_onnx_form("elu")
+def _elu_onnx(cls, b, args, attrs, outs):
+    b.node("Elu", [b.value(args[0])], outputs=outs, alpha=float(args[1]))
+
+
+@_onnx_form("clamp")
+def _clamp_onnx(cls, b, args, attrs, outs):
+    x, lo, hi = args
+    bounds = ["" if math.isinf(v) else b.scalar(v, x) for v in (lo, hi)]
+    b.node("Clip", [b.value(x)] + bounds, outputs=outs)
+
+
+@_onnx_form("gelu")
+def _gelu_onnx(cls, b, args, attrs, outs):
+    x = args[0]
+    if b.opset >= 20:
+        b.node("Gelu", [b.value(x)], outputs=outs)
+        return
+    (z,) = b.node("Div", [b.value(x), b.scalar(math.sqrt(2.0), x)])
+    (e,) = b.node("Erf", [z])
+    (e1,) = b.node("Add", [e, _one(b, x, 1.0)])
+    (h,) = b.node("Mul", [b.value(x), _one(b, x, 0.5)])
+    b.node("Mul", [h, e1], outputs=outs)
+
+
+@_onnx_form("gelu_tanh")
+def _gelu_tanh_onnx(cls, b, args, attrs, outs):
+    x = b.value(args[0])
+    if b.opset >= 20:
+        b.node("Gelu", [x], outputs=outs, approximate="tanh")
+        return
+    c = args[0]
+    (x3,) = b.node("Mul", [x, x])
+    (x3,) = b.node("Mul", [x3, x])
+    (k,) = b.node("Mul", [x3, b.scalar(0.044715, c)])
+    (k,) = b.node("Add", [x, k])
+    (k,) = b.node("Mul", [k, b.scalar(_SQRT_2_PI, c)])
+    (t,) = b.node("Tanh", [k])
+    (t,) = b.node("Add", [t, b.scalar(1.0, c)])
+    (h,) = b.node("Mul", [x, b.scalar(0.5, c)])
+    b.node("Mul", [h, t], outputs=outs)
+
+
+@_onnx_form("rsqrt")
+def _rsqrt_onnx(cls, b, args, attrs, outs):
+    (r,) = b.node("Sqrt", [b.value(args[0])])
+    b.node("Reciprocal", [r], outputs=outs)
+
+
+@_onnx_form("square")
+def _square_onnx(cls, b, args, attrs, outs):
+    x = b.value(args[0])
+    b.node("Mul", [x, x], outputs=outs)
+
+
+@_onnx_form("silu")
+def _silu_onnx(cls, b, args, attrs, outs):
+    x = b.value(args[0])
+    (s,) = b.node("Sigmoid", [x])
+    b.node("Mul", [x, s], outputs=outs)
+
+
+@_onnx_form("log1p")
+def _log1p_onnx(cls, b, args, attrs, outs):
+    (y,) = b.node("Add", [b.value(args[0]), b.scalar(1.0, args[0])])
+    b.node("Log", [y], outputs=outs)
+
+
+@_onnx_form("expm1")
+def _expm1_onnx(cls, b, args, attrs, outs):
+    (y,) = b.node("Exp", [b.value(args[0])])
+    b.node("Sub", [y, b.scalar(1.0, args[0])], outputs=outs)
+
+
+@_onnx_form("pow_scalar")
+def _pow_scalar_onnx(cls, b, args, attrs, outs):
+    b.node("Pow", [b.value(args[0]), b.scalar(args[1], args[0])], outputs=outs)
+
+
+@_onnx_form("ne")
+def _ne_onnx(cls, b, args, attrs, outs):
+    (e,) = b.node("Equal", [b.value(args[0]), b.value(args[1])])
+    b.node("Not", [e], outputs=outs)
+
+
+@_onnx_form("remainder")
+def _remainder_onnx(cls, b, args, attrs, outs):
+    a, d = args
+    if not a.dtype.is_floating_point:
+        b.node("Mod", [b.value(a), b.value(d)], outputs=outs, fmod=0)
+        return
+    # Python's modulo (sign of the divisor): a - floor(a / d) * d; ONNX's float Mod is fmod
+    (q,) = b.node("Div", [b.value(a), b.value(d)])
+    (q,) = b.node("Floor", [q])
+    (q,) = b.node("Mul", [q, b.value(d)])
+    b.node("Sub", [b.value(a), q], outputs=outs)
+
+
+@_onnx_form("floor_divide")
+def _floor_divide_onnx(cls, b, args, attrs, outs):
+    a, d = args
+    if not a.dtype.is_floating_point:
+        return NotImplemented  # ONNX's integer Div truncates toward zero
+    (q,) = b.node("Div", [b.value(a), b.value(d)])
+    b.node("Floor", [q], outputs=outs)
 
 __all__ = [
     "abs", "add", "ceil", "clamp", "clip", "cos", "div", "elu", "eq", "erf", "exp", "expm1",

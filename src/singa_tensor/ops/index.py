@@ -646,7 +646,8 @@ def nonzero(x: Tensor, *, as_tuple: bool = False):
     if not as_tuple:
         return out
     n, nd = out._shape
-    return tuple(out._view((n,), (nd,), k) for k in range(max(nd, 1)) if nd)
+    # through apply: a traced view, so ONNX export reads each column off the NonZero node
+    return tuple(apply(AsStrided, out, (n,), (nd,), k) for k in range(nd))
 
 
 Nonzero.fn = staticmethod(nonzero)
@@ -745,6 +746,38 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
 TakeAlongDim.fn = staticmethod(take_along_dim)
 
 
+
+
+# ---- ONNX forms (OpSpec.onnx_export) -------------------------------------------------------------
+
+
+def _gather_onnx(cls, b, args, attrs, outs):
+    x, dim, index = args
+    b.node(cls.onnx, [b.value(x), b.value(index)], outputs=outs, axis=int(dim))
+
+
+def _scatter_onnx(cls, b, args, attrs, outs):
+    x, dim, index, src = args
+    reduction = None
+    if cls is ScatterAdd:
+        if b.opset < 16:
+            return NotImplemented  # ScatterElements adds repeated indices from opset 16 only
+        reduction = "add"
+    b.node("ScatterElements", [b.value(x), b.value(index), b.value(src)], outputs=outs,
+           axis=int(dim), reduction=reduction)
+
+
+def _nonzero_onnx(cls, b, args, attrs, outs):
+    # ONNX NonZero gives (ndim, count); ours is (count, ndim)
+    (nz,) = b.node("NonZero", [b.value(args[0])])
+    b.node("Transpose", [nz], outputs=outs, perm=[1, 0])
+
+
+IndexSelect.onnx_export = classmethod(_gather_onnx)
+Gather.onnx_export = classmethod(_gather_onnx)
+Scatter.onnx_export = classmethod(_scatter_onnx)
+ScatterAdd.onnx_export = classmethod(_scatter_onnx)
+Nonzero.onnx_export = classmethod(_nonzero_onnx)
 
 __all__ = ["gather", "index_add", "index_select", "masked_select", "nonzero", "scatter",
            "scatter_add", "take_along_dim"]

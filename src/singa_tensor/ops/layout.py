@@ -489,3 +489,51 @@ View.fn = staticmethod(reshape)
 Expand.fn = staticmethod(expand)
 Permute.fn = staticmethod(permute)
 ToDevice.fn = staticmethod(to_device)
+
+
+# ---- ONNX forms (OpSpec.onnx_export) -------------------------------------------------------------
+
+
+def onnx_reshape_target(in_shape: tuple, shape: tuple) -> list:
+    """Reshape's shape input that follows a dynamic (batch) dim: 0 ("copy the input's dim")
+    where the target dim equals the input dim at the same position, then -1 for the first
+    remaining dim, so neither bakes in the traced size of a dim that it carries over."""
+    target = [0 if i < len(in_shape) and d == in_shape[i] and d != 0 else d
+              for i, d in enumerate(shape)]
+    free = [i for i, d in enumerate(target) if d != 0]
+    if free and all(shape[i] != 0 for i in free):
+        target[free[0]] = -1
+    return target
+
+
+def _cast_onnx(cls, b, args, attrs, outs):
+    from ..onnx._export import onnx_type
+
+    b.node("Cast", [b.value(args[0])], outputs=outs, to=onnx_type(args[1]))
+
+
+def _identity_onnx(cls, b, args, attrs, outs):
+    b.node("Identity", [b.value(args[0])], outputs=outs)
+
+
+def _view_onnx(cls, b, args, attrs, outs):
+    x, shape = args[0], tuple(args[1])
+    b.node("Reshape", [b.value(x), b.ints(onnx_reshape_target(x.shape, shape))], outputs=outs)
+
+
+def _expand_onnx(cls, b, args, attrs, outs):
+    x, shape = args[0], tuple(args[1])
+    off = len(shape) - x.ndim
+    target = [1 if i >= off and d == x.shape[i - off] else d for i, d in enumerate(shape)]
+    b.node("Expand", [b.value(x), b.ints(target)], outputs=outs)
+
+
+def _permute_onnx(cls, b, args, attrs, outs):
+    b.node("Transpose", [b.value(args[0])], outputs=outs, perm=[int(d) for d in args[1]])
+
+
+Cast.onnx_export = classmethod(_cast_onnx)
+ToDevice.onnx_export = classmethod(_identity_onnx)
+View.onnx_export = classmethod(_view_onnx)
+Expand.onnx_export = classmethod(_expand_onnx)
+Permute.onnx_export = classmethod(_permute_onnx)

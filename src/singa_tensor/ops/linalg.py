@@ -13,6 +13,7 @@ import numpy as np
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._registry import (
+    REGISTRY,
     OpSpec,
     apply,
     broadcast_shapes,
@@ -21,6 +22,7 @@ from ._registry import (
     kernel,
     ptr,
     register,
+    traced,
 )
 from .elementwise import add, mul
 from .layout import cast, expand, make_contiguous, permute, reshape, sum_to, transpose
@@ -299,6 +301,7 @@ def outer(a: Tensor, b: Tensor) -> Tensor:
     return mul(reshape(a, a.shape[0], 1), reshape(b, 1, b.shape[0]))
 
 
+@traced("addmm")
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1.0,
           alpha: float = 1.0) -> Tensor:
     """beta * input + alpha * (mat1 @ mat2), input broadcast to the product's shape (ONNX Gemm).
@@ -557,6 +560,7 @@ def _contract(x: Tensor, lx: list, y: Tensor, ly: list, keep: set) -> tuple:
     return reshape(r, *(bshape + mshape + nshape)), batch + xonly + yonly
 
 
+@traced("einsum")
 def einsum(equation: str, *operands: Tensor) -> Tensor:
     """Einstein summation, as numpy.einsum: explicit ("ij,jk->ik") and implicit ("ij,jk")
     output, "..." for broadcast dims, and a subscript repeated within one operand for its
@@ -655,3 +659,35 @@ class Einsum(OpSpec):
 Einsum.fn = staticmethod(einsum)
 
 __all__ = ["addmm", "bmm", "dot", "einsum", "matmul", "mm", "mv", "outer"]
+
+
+# ---- ONNX forms (OpSpec.onnx_export) -------------------------------------------------------------
+
+
+def _addmm_onnx(cls, b, args, attrs, outs):
+    c, a, m = args["input"], args["mat1"], args["mat2"]
+    if not (a.dtype.is_floating_point and a.dtype is m.dtype):
+        return NotImplemented
+    beta, alpha = float(args["beta"]), float(args["alpha"])
+    ins = [b.value(a), b.value(m)]
+    if beta != 0:
+        if c.dtype is not a.dtype:
+            return NotImplemented
+        ins.append(b.value(c))
+    b.node("Gemm", ins, outputs=outs, alpha=alpha, beta=beta if beta != 0 else None)
+
+
+def _einsum_onnx(cls, b, args, attrs, outs):
+    ops = args["operands"]
+    if b.opset < 12 or any(t.dtype is not ops[0].dtype for t in ops):
+        return NotImplemented  # Einsum is opset 12: before it, the products it runs
+    eq = args["equation"].replace(" ", "")
+    subs = eq.split("->")[0].split(",")
+    ell = {t.ndim - len(sub.replace("...", "")) for t, sub in zip(ops, subs) if "..." in sub}
+    if len(ell) > 1:
+        return NotImplemented  # ONNX wants every "..." to stand for as many dims
+    b.node("Einsum", [b.value(t) for t in ops], outputs=outs, equation=eq)
+
+
+REGISTRY["addmm"].onnx_export = classmethod(_addmm_onnx)
+REGISTRY["einsum"].onnx_export = classmethod(_einsum_onnx)

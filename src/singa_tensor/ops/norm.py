@@ -8,7 +8,17 @@ import numpy as np
 
 from .. import autograd as _ag
 from ..tensor import Tensor
-from ._registry import OpSpec, apply, contiguous, expect_tensor, kernel, ptr, register
+from ._registry import (
+    REGISTRY,
+    OpSpec,
+    apply,
+    contiguous,
+    expect_tensor,
+    kernel,
+    ptr,
+    register,
+    traced,
+)
 
 
 def _check_affine(op: str, t, shape: tuple, name: str) -> None:
@@ -18,6 +28,7 @@ def _check_affine(op: str, t, shape: tuple, name: str) -> None:
             raise ValueError(f"{op}: {name} must have shape {shape}, got {t.shape}")
 
 
+@traced("batch_norm")
 def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
@@ -160,6 +171,7 @@ def _batch_norm_backward_composed(x, weight, g, eps) -> tuple:
     return dx, (dw if weight is not None else None), db
 
 
+@traced("layer_norm")
 def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise over the trailing normalized_shape dims of x (biased variance).
@@ -189,6 +201,7 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
     return out
 
 
+@traced("group_norm")
 def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise (N, C, ...) over groups of C/num_groups channels and the spatial dims.
@@ -283,3 +296,50 @@ _composite("group_norm", "GroupNormalization", group_norm, _group_norm_np, lambd
     ((_x, 2, _c, _c), {}), ((_x, 4), {})])
 
 __all__ = ["batch_norm", "group_norm", "layer_norm"]
+
+
+# ---- ONNX forms (OpSpec.onnx_export) -------------------------------------------------------------
+
+
+def _affine(b, t, shape, fill: float, like: Tensor) -> str:
+    if t is not None:
+        return b.value(t)
+    return b.const(np.full(shape, fill, dtype=np.dtype(like.dtype.name)))
+
+
+def _batch_norm_onnx(cls, b, args, attrs, outs):
+    x, mean, var = args["x"], args["running_mean"], args["running_var"]
+    if args["training"] or mean is None or var is None or not x.dtype.is_floating_point:
+        return NotImplemented
+    c = x.shape[1]
+    b.node("BatchNormalization",
+           [b.value(x), _affine(b, args["weight"], (c,), 1.0, x),
+            _affine(b, args["bias"], (c,), 0.0, x), b.value(mean), b.value(var)],
+           outputs=outs, epsilon=float(args["eps"]))
+
+
+def _layer_norm_onnx(cls, b, args, attrs, outs):
+    x, shape = args["x"], args["normalized_shape"]
+    if b.opset < 17 or not x.dtype.is_floating_point:
+        return NotImplemented
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    b.node("LayerNormalization",
+           [b.value(x), _affine(b, args["weight"], shape, 1.0, x),
+            _affine(b, args["bias"], shape, 0.0, x)],
+           outputs=outs, axis=-len(shape), epsilon=float(args["eps"]))
+
+
+def _group_norm_onnx(cls, b, args, attrs, outs):
+    x = args["x"]
+    if b.opset < 21 or not x.dtype.is_floating_point:
+        return NotImplemented  # 18-20 took per-group scales: written as its ops instead
+    c = x.shape[1]
+    b.node("GroupNormalization",
+           [b.value(x), _affine(b, args["weight"], (c,), 1.0, x),
+            _affine(b, args["bias"], (c,), 0.0, x)],
+           outputs=outs, num_groups=int(args["num_groups"]), epsilon=float(args["eps"]))
+
+
+REGISTRY["batch_norm"].onnx_export = classmethod(_batch_norm_onnx)
+REGISTRY["layer_norm"].onnx_export = classmethod(_layer_norm_onnx)
+REGISTRY["group_norm"].onnx_export = classmethod(_group_norm_onnx)

@@ -15,7 +15,18 @@ import numpy as np
 from .. import creation
 from .. import dtype as _dt
 from ..tensor import Tensor
-from ._registry import OpSpec, apply, contiguous, copy_into, expect_tensor, kernel, ptr, register
+from ._registry import (
+    REGISTRY,
+    OpSpec,
+    apply,
+    contiguous,
+    copy_into,
+    expect_tensor,
+    kernel,
+    ptr,
+    register,
+    traced,
+)
 from .layout import clone
 from .shape import Slice, _composite, _ints, _rand
 
@@ -151,6 +162,7 @@ def _pad_source(mode: str, n: int, lo: int, hi: int) -> np.ndarray:
     return p % n
 
 
+@traced("pad")
 def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.0) -> Tensor:
     """Pad (or, with negative amounts, crop) x. `pad` lists (before, after) pairs starting
     from the LAST dimension, as in PyTorch: (left, right, top, bottom, ...). Modes: constant
@@ -226,5 +238,51 @@ _composite("pad", "Pad", pad, _pad_reference,
                     ((_x234, (2, 3, 0, 1)), {"mode": "replicate"}),
                     ((_x234, (3, 1, -1, 2)), {"mode": "circular"}),
                     ((_rand(5), (-1, -2)), {})])
+
+
+# ---- ONNX forms (OpSpec.onnx_export) -------------------------------------------------------------
+
+# ONNX Pad's modes; "wrap" (circular) only from opset 19
+_ONNX_MODES = {"constant": ("constant", 11), "reflect": ("reflect", 11),
+               "replicate": ("edge", 11), "circular": ("wrap", 19)}
+
+
+def onnx_pad(b, x: Tensor, pairs, mode: str, value, outs) -> None:
+    """One Pad node (opset 11+: pads and the fill value are inputs); pairs are (before, after)
+    per dim of x, negative amounts crop."""
+    pads = [lo for lo, _ in pairs] + [hi for _, hi in pairs]
+    ins = [b.value(x), b.ints(pads)]
+    if mode == "constant" and value:
+        ins.append(b.scalar(value, x))
+    b.node("Pad", ins, outputs=outs, mode=mode)
+
+
+def _pad_onnx(cls, b, args, attrs, outs):
+    x, p, mode = args["x"], tuple(args["pad"]), args["mode"]
+    onnx_mode, since = _ONNX_MODES[mode]
+    if b.opset < since:
+        return NotImplemented  # circular before 19: the index gathers it runs
+    pairs = [(0, 0)] * x.ndim
+    for i in range(len(p) // 2):
+        pairs[x.ndim - 1 - i] = (int(p[2 * i]), int(p[2 * i + 1]))
+    if mode != "constant" and any(lo < 0 or hi < 0 for lo, hi in pairs):
+        return NotImplemented
+    value = args["value"]
+    onnx_pad(b, x, pairs, onnx_mode, 0.0 if value is None else value, outs)
+
+
+def _pad_constant_onnx(cls, b, args, attrs, outs):
+    x, pairs, value = args
+    onnx_pad(b, x, pairs, "constant", value, outs)
+
+
+def _pad_gather_onnx(cls, b, args, attrs, outs):
+    x, idx, dim = args
+    b.node("Gather", [b.value(x), b.value(idx)], outputs=outs, axis=int(dim))
+
+
+REGISTRY["pad"].onnx_export = classmethod(_pad_onnx)
+PadConstant.onnx_export = classmethod(_pad_constant_onnx)
+PadGather.onnx_export = classmethod(_pad_gather_onnx)
 
 __all__ = ["pad"]

@@ -739,6 +739,58 @@ Sum.samples = staticmethod(lambda: _samples(_normal))
 Mean.samples = staticmethod(lambda: _samples(_normal))
 
 
+
+# ---- ONNX forms (OpSpec.onnx_export) -------------------------------------------------------------
+
+
+def onnx_reduce(b, op: str, x: Tensor, dims, keepdim: bool, outs) -> None:
+    """A Reduce* node; axes are an input from opset 13 (ReduceSum) or 18 (the others)."""
+    dims = [int(d) for d in dims]
+    if not dims:  # a 0-d input: the reduction of one element (an empty axes list means "all")
+        name = b.value(x)
+        if op in ("ReduceL1", "ReduceL2"):
+            b.node("Abs", [name], outputs=outs)
+        elif op == "ReduceSumSquare":
+            b.node("Mul", [name, name], outputs=outs)
+        else:
+            b.node("Identity", [name], outputs=outs)
+        return
+    since = 13 if op == "ReduceSum" else 18
+    if b.opset >= since:
+        b.node(op, [b.value(x), b.ints(dims)], outputs=outs, keepdims=int(keepdim))
+    else:
+        b.node(op, [b.value(x)], outputs=outs, axes=dims, keepdims=int(keepdim))
+
+
+def _reduce_onnx(cls, b, args, attrs, outs):
+    x, dims, keepdim = args
+    onnx_reduce(b, cls.onnx, x, dims, keepdim, outs)
+
+
+def _arg_onnx(cls, b, args, attrs, outs):
+    x, d, keepdim = args
+    if x.ndim == 0:  # the one element's index, whatever its value
+        b.node("Identity", [b.const(np.zeros((), dtype=np.int64))], outputs=outs)
+        return
+    b.node(cls.onnx, [b.value(x)], outputs=outs, axis=int(d), keepdims=int(keepdim))
+
+
+def _with_index_onnx(cls, b, args, attrs, outs):
+    x, d, keepdim = args
+    if x.ndim == 0:
+        return NotImplemented
+    kind = "Max" if cls.kernel_op == "max" else "Min"
+    onnx_reduce(b, "Reduce" + kind, x, (d,), keepdim, outs[:1])
+    b.node("Arg" + kind, [b.value(x)], outputs=outs[1:], axis=int(d), keepdims=int(keepdim))
+
+
+for _spec in (Sum, Prod, Amax, Amin):
+    _spec.onnx_export = classmethod(_reduce_onnx)
+for _spec in (Argmax, Argmin):
+    _spec.onnx_export = classmethod(_arg_onnx)
+for _spec in (Max, Min):
+    _spec.onnx_export = classmethod(_with_index_onnx)
+
 __all__ = [
     "all", "amax", "amin", "any", "argmax", "argmin", "max", "mean", "min", "prod", "sum",
 ]

@@ -35,6 +35,7 @@ from .reduce import (
     np_axis,
     run_reduce,
 )
+from .reduce import onnx_reduce as _reduce_onnx_form
 from .reduce import sum as _sum
 
 # ---- var / std ---------------------------------------------------------------------------------
@@ -506,6 +507,52 @@ def _var_samples(std: bool = False) -> list:
     out.append(((r.standard_normal((3, 4)),), {"dim": 0, "correction": 2}))
     return out
 
+
+
+# ---- ONNX forms (OpSpec.onnx_export) -------------------------------------------------------------
+
+
+def _softmax_onnx(cls, b, args, attrs, outs):
+    x, d = args
+    if x.ndim == 0:  # ONNX Softmax wants rank >= 1: as a 1-element vector
+        (v,) = b.node("Reshape", [b.value(x), b.ints([1])])
+        (y,) = b.node(cls.onnx, [v], axis=0)
+        b.node("Reshape", [y, b.ints([])], outputs=outs)
+        return
+    if b.opset >= 13 or d == x.ndim - 1:
+        b.node(cls.onnx, [b.value(x)], outputs=outs, axis=int(d) if x.ndim else -1)
+        return
+    # before opset 13 Softmax normalises the 2-d flattening at axis: move d last instead
+    perm = [i for i in range(x.ndim) if i != d] + [d]
+    back = [perm.index(i) for i in range(x.ndim)]
+    (t,) = b.node("Transpose", [b.value(x)], perm=perm)
+    (y,) = b.node(cls.onnx, [t], axis=x.ndim - 1)
+    b.node("Transpose", [y], outputs=outs, perm=back)
+
+
+def _logsumexp_onnx(cls, b, args, attrs, outs):
+    x, dims, keepdim = args
+    _reduce_onnx_form(b, "ReduceLogSumExp", x, dims, keepdim, outs)
+
+
+def _norm_onnx(cls, b, args, attrs, outs):
+    x, dims, keepdim = args
+    _reduce_onnx_form(b, "ReduceL2", x, dims, keepdim, outs)
+
+
+def _cumsum_onnx(cls, b, args, attrs, outs):
+    x, d = args
+    if x.ndim == 0:
+        b.node("Identity", [b.value(x)], outputs=outs)
+        return
+    b.node("CumSum", [b.value(x), b.const(np.asarray(d, dtype=np.int64))], outputs=outs)
+
+
+Softmax.onnx_export = classmethod(_softmax_onnx)
+LogSoftmax.onnx_export = classmethod(_softmax_onnx)
+LogSumExp.onnx_export = classmethod(_logsumexp_onnx)
+Norm.onnx_export = classmethod(_norm_onnx)
+Cumsum.onnx_export = classmethod(_cumsum_onnx)
 
 __all__ = [
     "cumprod", "cumsum", "log_softmax", "logsumexp", "norm", "softmax", "std", "var",

@@ -19,7 +19,16 @@ import numpy as np
 
 from .. import autograd as _ag
 from ..tensor import Tensor
-from ._registry import OpSpec, apply, check_same_device, contiguous, kernel, ptr, register
+from ._registry import (
+    OpSpec,
+    apply,
+    check_same_device,
+    contiguous,
+    kernel,
+    ptr,
+    register,
+    traced,
+)
 
 __all__: list[str] = []
 
@@ -399,3 +408,108 @@ def recurrent_matmul(h: Tensor, w_t: Tensor, tape: list, first: bool) -> Tensor:
 
 
 RecurrentMatmul.fn = staticmethod(recurrent_matmul)
+
+
+# ---- a whole recurrent layer stack, as ONNX sees it ----------------------------------------------
+
+
+@register
+class Recurrent(OpSpec):
+    """nn.RNN/LSTM/GRU on a padded (not packed) batch, traced as one op so that ONNX export
+    writes one LSTM/GRU/RNN node per layer instead of the unrolled steps."""
+
+    name = "_recurrent"  # internal: reached through nn.RNN/LSTM/GRU
+    onnx = "LSTM"  # or GRU, RNN: by mode
+    composite = True
+
+    @staticmethod
+    def reference(*args, **kwargs):  # pragma: no cover - the layers have their own tests
+        raise NotImplementedError
+
+
+@traced("_recurrent")
+def recurrent(mode: str, input: Tensor, weights: list, h0, c0, bidirectional: bool,
+              batch_first: bool, run):
+    """Run run() (the layer's unrolled steps) as one traced op; returns (output, h_n[, c_n]).
+
+    weights holds (w_ih, w_hh, b_ih, b_hh) per layer and direction, h0/c0 the initial states
+    of shape (layers * directions, batch, hidden) or None for zeros."""
+    return run()
+
+
+Recurrent.fn = staticmethod(recurrent)
+
+# ONNX gate order (rows of W, R and the biases) from ours (PyTorch's): LSTM ifgo -> iofc,
+# GRU rzn -> zrh
+_ONNX_GATES = {"LSTM": (0, 3, 1, 2), "GRU": (1, 0, 2), "RNN_TANH": (0,), "RNN_RELU": (0,)}
+
+
+def _onnx_unsqueeze0(b, name):
+    if b.opset >= 13:
+        return b.node("Unsqueeze", [name, b.ints([0])])[0]
+    return b.node("Unsqueeze", [name], axes=[0])[0]
+
+
+def _onnx_gates(b, t: Tensor, mode: str) -> str:
+    """t's rows in ONNX gate order."""
+    order = _ONNX_GATES[mode]
+    if len(order) == 1:
+        return b.value(t)
+    h = t.shape[0] // len(order)
+    rows = np.concatenate([np.arange(g * h, (g + 1) * h) for g in order]).astype(np.int64)
+    return b.node("Gather", [b.value(t), b.const(rows)], axis=0)[0]
+
+
+def _recurrent_onnx(cls, b, args, attrs, outs):
+    mode, x, weights = args["mode"], args["input"], args["weights"]
+    h0, c0 = args["h0"], args["c0"]
+    hidden = weights[0][1].shape[1]
+    n_states = 2 if mode == "LSTM" else 1
+    dirs = 2 if args["bidirectional"] else 1
+    layers = len(weights) // dirs
+    op = {"LSTM": "LSTM", "GRU": "GRU"}.get(mode, "RNN")
+    extra = {}
+    if mode == "GRU":
+        extra["linear_before_reset"] = 1
+    if mode in ("RNN_TANH", "RNN_RELU"):
+        extra["activations"] = ["Tanh" if mode == "RNN_TANH" else "Relu"] * dirs
+    seq = b.value(x)
+    if args["batch_first"]:
+        (seq,) = b.node("Transpose", [seq], perm=[1, 0, 2])
+    finals: list = [[] for _ in range(n_states)]
+    for k in range(layers):
+        ws, rs, bs = [], [], []
+        for d in range(dirs):
+            w_ih, w_hh, b_ih, b_hh = weights[k * dirs + d]
+            ws.append(_onnx_unsqueeze0(b, _onnx_gates(b, w_ih, mode)))
+            rs.append(_onnx_unsqueeze0(b, _onnx_gates(b, w_hh, mode)))
+            if b_ih is not None:
+                (bb,) = b.node("Concat", [_onnx_gates(b, b_ih, mode), _onnx_gates(b, b_hh, mode)],
+                               axis=0)
+                bs.append(_onnx_unsqueeze0(b, bb))
+
+        def cat(names):
+            return names[0] if len(names) == 1 else b.node("Concat", names, axis=0)[0]
+
+        ins = [seq, cat(ws), cat(rs), cat(bs) if bs else "", ""]
+        for s in (h0, c0)[:n_states]:
+            ins.append("" if s is None else b.node(
+                "Slice", [b.value(s), b.ints([k * dirs]), b.ints([(k + 1) * dirs]),
+                          b.ints([0])])[0])
+        while ins and ins[-1] == "":
+            ins.pop()
+        res = b.node(op, ins, 1 + n_states, hidden_size=hidden,
+                     direction="bidirectional" if dirs == 2 else "forward", **extra)
+        for f, r in zip(finals, res[1:]):
+            f.append(r)
+        (y,) = b.node("Transpose", [res[0]], perm=[0, 2, 1, 3])  # (T, B, dirs, H)
+        (seq,) = b.node("Reshape", [y, b.ints([0, 0, -1])])
+    if args["batch_first"]:
+        (seq,) = b.node("Transpose", [seq], perm=[1, 0, 2])
+    b.node("Identity", [seq], outputs=outs[:1])
+    for f, t in zip(finals, outs[1:]):
+        b.node("Concat", f, outputs=[t], axis=0) if len(f) > 1 else b.node(
+            "Identity", f, outputs=[t])
+
+
+Recurrent.onnx_export = classmethod(_recurrent_onnx)

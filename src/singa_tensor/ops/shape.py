@@ -17,12 +17,14 @@ import numpy as np
 from .. import creation
 from ..tensor import Tensor, _wrap_dim
 from ._registry import (
+    REGISTRY,
     OpSpec,
     apply,
     check_same_device,
     copy_into,
     expect_tensor,
     register,
+    traced,
 )
 from .layout import clone, expand, permute, reshape, transpose
 from .layout import view as _view
@@ -614,6 +616,7 @@ def roll(x: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | Non
     return clone(x) if y is x else y
 
 
+@traced("flatten")
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dims start_dim..end_dim into one (a view when the layout allows).
 
@@ -805,3 +808,63 @@ __all__ = [
     "repeat", "reshape_as", "roll", "select", "slice_view", "split", "squeeze", "stack",
     "swapaxes", "swapdims", "tile", "unbind", "unsqueeze", "view_as",
 ]
+
+
+# ---- ONNX forms (OpSpec.onnx_export) -------------------------------------------------------------
+
+_INT64_MAX = 2**63 - 1
+
+
+def onnx_axes_node(b, op: str, x: str, axes, outs=1):
+    """Squeeze/Unsqueeze: axes an attribute before opset 13, an input from 13; returns the
+    output name."""
+    axes = [int(a) for a in axes]
+    if b.opset >= 13:
+        return b.node(op, [x, b.ints(axes)], outputs=outs)[0]
+    return b.node(op, [x], outputs=outs, axes=axes)[0]
+
+
+_axes_node = onnx_axes_node
+
+
+def _squeeze_onnx(cls, b, args, attrs, outs):
+    _axes_node(b, "Squeeze", b.value(args[0]), sorted(args[1]), outs)
+
+
+def _unsqueeze_onnx(cls, b, args, attrs, outs):
+    _axes_node(b, "Unsqueeze", b.value(args[0]), [args[1]], outs)
+
+
+def _slice_onnx(cls, b, args, attrs, outs):
+    x, d, start, stop, step = args
+    # a slice to the end stays one after a dynamic dim changes size
+    end = _INT64_MAX if stop >= x.shape[d] else stop
+    b.node("Slice", [b.value(x), b.ints([start]), b.ints([end]), b.ints([d]), b.ints([step])],
+           outputs=outs)
+
+
+def _select_onnx(cls, b, args, attrs, outs):
+    x, d, index = args
+    idx = b.const(np.asarray(index, dtype=np.int64))
+    b.node("Gather", [b.value(x), idx], outputs=outs, axis=int(d))
+
+
+def _cat_onnx(cls, b, args, attrs, outs):
+    b.node("Concat", [b.value(t) for t in args], outputs=outs, axis=int(attrs["dim"]))
+
+
+def _flatten_onnx(cls, b, args, attrs, outs):
+    x = args["x"]
+    s = args["start_dim"] % max(x.ndim, 1)
+    e = args["end_dim"] % max(x.ndim, 1)
+    if x.ndim < 2 or s != 1 or e != x.ndim - 1:
+        return NotImplemented  # ONNX Flatten always gives 2-d: exported as its Reshape
+    b.node("Flatten", [b.value(x)], outputs=outs, axis=1)
+
+
+Squeeze.onnx_export = classmethod(_squeeze_onnx)
+Unsqueeze.onnx_export = classmethod(_unsqueeze_onnx)
+Slice.onnx_export = classmethod(_slice_onnx)
+Select.onnx_export = classmethod(_select_onnx)
+Cat.onnx_export = classmethod(_cat_onnx)
+REGISTRY["flatten"].onnx_export = classmethod(_flatten_onnx)

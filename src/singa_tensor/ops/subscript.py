@@ -14,6 +14,7 @@ import numpy as np
 from .. import creation
 from .. import dtype as _dt
 from ..tensor import Tensor, contiguous_strides
+from . import _registry
 from ._registry import (
     OpSpec,
     apply,
@@ -25,6 +26,7 @@ from ._registry import (
     kernel,
     ptr,
     register,
+    traced,
 )
 from .index import (
     AsStrided,
@@ -37,6 +39,7 @@ from .index import (
 )
 from .inplace import check_inplace, write_result
 from .layout import cast, permute, reshape, sum_to
+from .shape import onnx_axes_node
 
 # ---- x[key]: parsing ------------------------------------------------------------------------
 
@@ -146,7 +149,7 @@ def _parse(x: Tensor, key, op: str) -> _Key:
                 raise IndexError(
                     f"{op}: the shape of the mask {val._shape} does not match the shape "
                     f"{shape[d:d + n_used]} of the indexed tensor at dims {d}..{d + n_used - 1}")
-            groups.append((tuple(range(len(vshape), len(vshape) + n_used)), _flat_nonzero(val),
+            groups.append((tuple(range(len(vshape), len(vshape) + n_used)), _mask_positions(val),
                            _prod(val._shape)))
             for j in range(n_used):
                 keep(d + j)
@@ -205,6 +208,7 @@ def _take(x: Tensor, p: _Key) -> Tensor:
     return reshape(apply(IndexSelect, merged, p0, flat), *(pre + p.bshape + post))
 
 
+@traced("getitem")
 def getitem(x: Tensor, key) -> Tensor:
     """x[key] with numpy's rules: ints, slices and None give a view; integer and bool tensors
     (or lists, arrays) index with broadcasting and copy. An int next to index tensors counts
@@ -243,6 +247,17 @@ def _positions(p: _Key, device) -> Tensor:
         nb = len(p.bshape)
         pos = pos + reshape(lin, *((1,) * start + p.bshape + (1,) * (R - start - nb)))
     return contiguous(pos._view(p.rshape, broadcast_strides(pos, p.rshape), pos._offset))
+
+
+def _mask_positions(mask: Tensor) -> Tensor:
+    """Row-major positions of a mask's true elements. While onnx export traces, they come from
+    the traced nonzero op, so the exported graph computes them from its own mask instead of
+    keeping the traced ones as a constant."""
+    if _registry._tracer is None:
+        return _flat_nonzero(mask)
+    from .index import nonzero
+
+    return reshape(nonzero(reshape(mask, (-1,))), (-1,))
 
 
 def _put(out: Tensor, p: _Key, value: Tensor, accumulate: bool) -> None:
@@ -406,6 +421,158 @@ class Getitem(OpSpec):
             (slice(None), np.array([[0], [4]]), np.array([1, 2, 5])),
             (np.array([0, 2]), slice(1, 3), np.array([5, 1])), x[:, :, 0] > 0)]
 
+
+
+def _getitem_onnx(cls, b, args, attrs, outs):
+    """Basic keys (ints, slices, None, ...) as Slice, Gather and Unsqueeze; advanced ones are
+    written as the ops they run."""
+    x, key = args["x"], args["key"]
+    key = key if isinstance(key, tuple) else (key,)
+    simple = (int, np.integer, slice, type(None), type(Ellipsis))
+    if any(isinstance(k, (bool, np.bool_)) or not isinstance(k, simple) for k in key):
+        return NotImplemented
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > x.ndim or sum(k is Ellipsis for k in key) > 1:
+        return NotImplemented
+    full = []
+    for k in key:
+        full.extend([slice(None)] * (x.ndim - used) if k is Ellipsis else [k])
+    if Ellipsis not in key:
+        full += [slice(None)] * (x.ndim - used)
+    name, dim, out_dim, drops, news = b.value(x), 0, 0, [], []
+    for k in full:
+        if k is None:
+            news.append(out_dim)
+            out_dim += 1
+            continue
+        n = x.shape[dim]
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            if (start, stop, step) != (0, n, 1):
+                if step < 0:
+                    return NotImplemented
+                end = 2**63 - 1 if stop >= n else stop
+                (name,) = b.node("Slice", [name, b.ints([start]), b.ints([end]), b.ints([dim]),
+                                           b.ints([step])])
+            out_dim += 1
+        else:
+            drops.append((dim, int(k) % n if n else int(k)))
+        dim += 1
+    for d, i in reversed(drops):
+        (name,) = b.node("Gather", [name, b.const(np.asarray(i, dtype=np.int64))], axis=d)
+    if news:
+        if b.opset >= 13:
+            (name,) = b.node("Unsqueeze", [name, b.ints(news)])
+        else:
+            (name,) = b.node("Unsqueeze", [name], axes=news)
+    b.node("Identity", [name], outputs=outs)
+
+
+Getitem.onnx_export = classmethod(_getitem_onnx)
+
+
+def _index_put_onnx(cls, b, args, attrs, outs):
+    """ScatterND into the flattened input at the row-major positions _positions computes:
+    the basic part of the key is a constant, the index tensors are graph values."""
+    x, value, p, accumulate = args
+    if accumulate and b.opset < 16:
+        return NotImplemented  # ScatterND adds repeated positions from opset 16 only
+    if not _prod(p.rshape) or not x.numel():
+        b.node("Identity", [b.value(x)], outputs=outs)
+        return
+    R = len(p.rshape)
+    vd = [v for g in p.groups for v in g[0]]
+    start = 0 if p.first else (vd[0] if vd else R)
+    static = np.full((1,) * R, p.offset, dtype=np.int64)
+    r = len(p.bshape) if p.first else 0
+    for i, (n, st) in enumerate(zip(p.vshape, p.vstrides)):
+        if i in vd:
+            if i == vd[0] and not p.first:
+                r += len(p.bshape)
+            continue
+        if n > 1 and st:
+            static = static + (np.arange(n, dtype=np.int64) * st).reshape(
+                (1,) * r + (n,) + (1,) * (R - r - 1))
+        r += 1
+    pos = b.const(static)
+    if p.groups:
+        lin = None
+        for g in p.groups:
+            term = b.value(g[1])
+            stride = p.vstrides[g[0][-1]]
+            if stride != 1:
+                (term,) = b.node("Mul", [term, b.const(np.asarray(stride, dtype=np.int64))])
+            lin = term if lin is None else b.node("Add", [lin, term])[0]
+        nb = len(p.bshape)
+        (lin,) = b.node("Reshape", [lin, b.ints((1,) * start + p.bshape +
+                                                (1,) * (R - start - nb))])
+        (pos,) = b.node("Add", [pos, lin])
+    (pos,) = b.node("Expand", [pos, b.ints(p.rshape)])
+    (pos,) = b.node("Reshape", [pos, b.ints([-1, 1])])
+    (upd,) = b.node("Expand", [b.value(value), b.ints(p.rshape)])
+    (upd,) = b.node("Reshape", [upd, b.ints([-1])])
+    (flat,) = b.node("Reshape", [b.value(x), b.ints([-1])])
+    (out,) = b.node("ScatterND", [flat, pos, upd], reduction="add" if accumulate else None)
+    (shape,) = b.node("Shape", [b.value(x)])
+    b.node("Reshape", [out, shape], outputs=outs)
+
+
+IndexPut.onnx_export = classmethod(_index_put_onnx)
+
+
+def _as_strided_onnx(cls, b, args, attrs, outs):
+    """A basic-index view as Slice per dim of x, then Squeeze (dims read at one index),
+    Transpose, Unsqueeze and Expand (new or stride-0 dims): nothing bakes in a dim's size."""
+    x, shape, strides, offset = args
+    if _prod(shape) == 0 or x.ndim == 0:
+        return NotImplemented
+    cs = contiguous_strides(x._shape)
+    start = [(offset // c) % n if n > 1 else 0 for n, c in zip(x._shape, cs)]
+    stepped = {}  # dim of x -> (dim of the view, step)
+    for j, (n, st) in enumerate(zip(shape, strides)):
+        if st == 0:
+            continue
+        for d, (m, c) in enumerate(zip(x._shape, cs)):
+            if m > 1 and c <= st < c * m and st % c == 0 and d not in stepped:
+                stepped[d] = (j, st // c)
+                break
+        else:
+            if n > 1:
+                return NotImplemented
+    name = b.value(x)
+    starts, ends, axes, steps = [], [], [], []
+    for d, n in enumerate(x._shape):
+        j, step = stepped.get(d, (None, 1))
+        size = shape[j] if j is not None else 1
+        end = start[d] + (size - 1) * step + 1
+        if start[d] == 0 and end >= n and step == 1:
+            continue
+        starts.append(start[d])
+        # a range to the end stays one when a dynamic dim grows; a single index does not
+        ends.append(2**63 - 1 if end >= n and j is not None else end)
+        axes.append(d)
+        steps.append(step)
+    if axes:
+        (name,) = b.node("Slice", [name, b.ints(starts), b.ints(ends), b.ints(axes),
+                                   b.ints(steps)])
+    drop = [d for d in range(x.ndim) if d not in stepped]
+    if drop:
+        name = onnx_axes_node(b, "Squeeze", name, drop)
+    kept = sorted(stepped)  # x's order; the view wants its own
+    order = sorted(range(len(kept)), key=lambda i: stepped[kept[i]][0])
+    if order != list(range(len(kept))):
+        (name,) = b.node("Transpose", [name], perm=order)
+    taken = {j for j, _ in stepped.values()}
+    new = [j for j in range(len(shape)) if j not in taken]
+    if new:
+        name = onnx_axes_node(b, "Unsqueeze", name, new)
+    if any(n > 1 and st == 0 for n, st in zip(shape, strides)):
+        target = [n if n > 1 and st == 0 else 1 for n, st in zip(shape, strides)]
+        (name,) = b.node("Expand", [name, b.ints(target)])
+    b.node("Identity", [name], outputs=outs)
+
+
+AsStrided.onnx_export = classmethod(_as_strided_onnx)
 
 Getitem.fn = staticmethod(getitem)
 
