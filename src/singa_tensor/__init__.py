@@ -83,7 +83,7 @@ def _export_ops():
 _export_ops()
 del _export_ops
 
-from . import datasets, nn, optim, utils  # noqa: E402  (they build on everything above)
+from . import datasets, nn, onnx, optim, utils  # noqa: E402  (they build on everything above)
 from .serialization import load, save  # noqa: E402
 
 __all__ = [
@@ -95,5 +95,5 @@ __all__ = [
     "initial_seed", "seed", "random", "randperm", "normal", "uniform", "scalar_tensor",
     "rand_like", "randn_like", "half", "double", "long", "is_tensor", "cuda", "nn", "optim",
     "utils", "save", "load", "datasets", "from_dlpack", "set_default_device",
-    "get_default_device",
+    "get_default_device", "onnx",
 ]

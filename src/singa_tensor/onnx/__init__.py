@@ -1,0 +1,139 @@
+"""ONNX export and import.
+
+`export(model, args, f)` traces one forward pass and writes an ONNX model; `load(f)` reads one
+back as a trainable `nn.Module`; `prepare(model).run(inputs)` is the `onnx.backend` interface
+(`Backend` runs the ONNX backend conformance tests). The `onnx` package is needed
+(`pip install onnx`); it is imported on first use.
+
+Example:
+    >>> import numpy as np
+    >>> from onnx import helper, TensorProto
+    >>> import singa_tensor as st
+    >>> node = helper.make_node("Relu", ["x"], ["y"])
+    >>> g = helper.make_graph([node], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    >>> st.onnx.prepare(helper.make_model(g)).run([np.array([-1.0, 2.0], np.float32)])[0]
+    array([0., 2.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+from ._handlers import OnnxImportError
+
+_loaded = False
+
+
+def _onnx():
+    try:
+        import onnx
+    except ModuleNotFoundError:  # pragma: no cover - onnx is a dev dependency
+        raise ImportError("singa_tensor.onnx needs the onnx package: pip install onnx") from None
+    return onnx
+
+
+def _ensure_handlers() -> None:
+    global _loaded
+    if _loaded:
+        return
+    import importlib
+
+    for name in ("ops_math", "ops_shape", "ops_nn", "ops_rnn", "ops_control", "ops_extra",
+                 "ops_quant", "ops_flex"):
+        try:
+            importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+    from ._handlers import _from_registry
+
+    _from_registry()
+    _loaded = True
+
+
+def _read_model(model):
+    onnx = _onnx()
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (bytes, bytearray)):
+        data = bytes(model)
+        where = "bytes"
+    elif hasattr(model, "read"):
+        data = model.read()
+        where = getattr(model, "name", "file object")
+    else:
+        where = str(model)
+        try:
+            with open(model, "rb") as fh:
+                data = fh.read()
+        except OSError as e:
+            raise OnnxImportError(f"onnx load: cannot read {where}: {e.strerror}") from None
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except Exception as e:
+        raise OnnxImportError(f"onnx load: {where} is not an ONNX model ({e})") from None
+    if not proto.HasField("graph") and data:
+        raise OnnxImportError(f"onnx load: {where} is not an ONNX model (it has no graph)")
+    if not proto.HasField("graph"):
+        raise OnnxImportError(f"onnx load: {where} is empty")
+    return proto
+
+
+def load(model, outputs=None, device=None):
+    """Import an ONNX model (path, file object, bytes or ModelProto) as a trainable nn.Module.
+
+    Float initializers become Parameters, so the module fine-tunes like any other; `outputs`
+    cuts the graph at the named values (for transfer learning, e.g. a feature layer), and
+    `device` moves it there.
+
+    Example:
+        >>> import numpy as np
+        >>> from onnx import helper, numpy_helper, TensorProto
+        >>> import singa_tensor as st
+        >>> w = numpy_helper.from_array(np.full((2, 2), 0.5, np.float32), "w")
+        >>> nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+        ...          helper.make_node("Relu", ["h"], ["y"])]
+        >>> g = helper.make_graph(nodes, "g",
+        ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 2])],
+        ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])], [w])
+        >>> m = st.onnx.load(helper.make_model(g), outputs=["h"])
+        >>> m(st.tensor([[1.0, -3.0]])).tolist()
+        [[-1.0, -1.0]]
+    """
+    _ensure_handlers()
+    from ._graph import OnnxModule
+
+    mod = OnnxModule(_read_model(model), outputs=list(outputs) if outputs is not None else None)
+    if device is not None:
+        mod.to(device)
+    return mod
+
+
+def prepare(model, device: str = "CPU", **kwargs):
+    """`onnx.backend` entry point: a BackendRep whose `run(inputs)` returns numpy outputs."""
+    from ._backend import Backend
+
+    return Backend.prepare(model, device, **kwargs)
+
+
+def export(*args, **kwargs):
+    """Trace a forward pass and write it as an ONNX model; see `singa_tensor.onnx.export_`."""
+    from ._export import export as _export
+
+    return _export(*args, **kwargs)
+
+
+def __getattr__(name):
+    if name in ("Backend", "BackendRep"):
+        from . import _backend
+
+        return getattr(_backend, name)
+    if name == "OnnxModule":
+        from ._graph import OnnxModule
+
+        return OnnxModule
+    raise AttributeError(name)
+
+
+__all__ = ["Backend", "BackendRep", "OnnxImportError", "OnnxModule", "export", "load", "prepare"]

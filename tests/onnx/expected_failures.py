@@ -1,0 +1,42 @@
+"""The ONNX backend cases we do not pass, each pattern (re.search over the test name) with why.
+
+A listed case that starts passing fails the run ("unexpected success"), so this list only
+ever holds cases that really fail. Most are element types or domains outside a deep learning
+tensor library; the rest are explained one by one.
+"""
+
+EXPECTED_FAILURES: dict[str, str] = {
+    # ---- element types we do not hold ---------------------------------------------------------
+    r"^test_cast(like)?_.*(FLOAT8|FLOAT4E2M1|INT4|INT2|UINT4|UINT2|e8m0)":
+        "float8, float4, int4 and int2 element types are not supported (no storage for them)",
+    r"^test_(de)?quantizelinear_(e4m3fn|e5m2|float4e2m1|int4|uint4|int2|uint2)":
+        "float8, float4, int4 and int2 element types are not supported",
+    r"^test_(equal_string|regex_full_match_|string_concat|string_split_|strnorm)":
+        "string tensors are not supported",
+    r"^test_ai_onnx_ml_label_encoder_":
+        "ai.onnx.ml LabelEncoder maps strings; string tensors are not supported",
+    r"^test_ai_onnx_ml_tree_ensemble_":
+        "ai.onnx.ml TreeEnsemble (classical decision trees) is not implemented",
+    r"^test_image_decoder_":
+        "ImageDecoder needs image codecs (JPEG, PNG, WebP, ...), which are not part of the library",
+    # ---- random ops: the expected values come from numpy's generator -------------------------
+    r"^test_bernoulli":
+        "Bernoulli is random: our Philox stream cannot reproduce numpy's draws",
+    r"^test_training_dropout(_default)?(_mask)?_(cpu|cuda)$":
+        "training-mode Dropout draws a random mask: our Philox stream cannot reproduce numpy's",
+    # ---- the expected values are outside the suite's own tolerance ---------------------------
+    r"^test_dft_inverse(_opset19)?_":
+        "the stored result keeps numpy's complex64 FFT rounding (exact zeros stored as 1.9e-7, "
+        "above the 1e-7 absolute tolerance); ours is exact to 3e-15 there",
+    r"^test_attention_4d_causal_fp16(_expanded)?_":
+        "float16 attention: we accumulate in float32, the reference in float16, and the two "
+        "differ by about 1e-3 relative, the suite's tolerance",
+    r"^test_squeezenet_":
+        "the light SqueezeNet has constant weights, so its 1e10 logits tie in every channel and "
+        "the stored softmax is exactly 0.001; OpenBLAS's GEMM (like numpy's) rounds channels 1 "
+        "ulp apart, which the softmax of 1e10-sized logits blows up; every op before the final "
+        "Softmax agrees with onnx's reference evaluator",
+    r"^test_loop16_seq_none_":
+        "onnx's runner cannot compare a sequence holding a 0-d tensor (len() of unsized "
+        "object); our output equals the reference",
+}
