@@ -140,3 +140,18 @@ def test_backend_devices():
     model, _, _ = _mlp_model()
     with pytest.raises(ValueError, match="unknown device 'TPU'"):
         st.onnx.prepare(model, device="TPU")
+
+
+def test_batch_norm_statistics_are_buffers_not_parameters():
+    c = 2
+    inits = [numpy_helper.from_array(np.full(c, v, np.float32), n)
+             for n, v in (("scale", 1.5), ("bias", 0.5), ("mean", 0.25), ("var", 4.0))]
+    g = helper.make_graph(
+        [helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"])],
+        "bn", [_vi("x", shape=[None, c])], [_vi("y", shape=[None, c])], inits)
+    m = st.onnx.load(helper.make_model(g))
+    assert sorted(n for n, _ in m.named_parameters()) == ["bias", "scale"]
+    assert sorted(n for n, _ in m.named_buffers()) == ["mean", "var"]
+    x = np.array([[1.0, -1.0]], np.float32)
+    want = (x - 0.25) / np.sqrt(4.0 + 1e-5) * 1.5 + 0.5
+    np.testing.assert_allclose(m(st.tensor(x)).detach().numpy(), want, rtol=1e-6)

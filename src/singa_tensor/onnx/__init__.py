@@ -38,8 +38,8 @@ def _ensure_handlers() -> None:
         return
     import importlib
 
-    for name in ("ops_math", "ops_shape", "ops_nn", "ops_rnn", "ops_control", "ops_extra",
-                 "ops_quant", "ops_flex"):
+    for name in ("ops_math", "ops_shape", "ops_nn", "ops_sampling", "ops_rnn", "ops_control",
+                 "ops_extra", "ops_quant", "ops_flex"):
         try:
             importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -83,9 +83,9 @@ def _read_model(model):
 def load(model, outputs=None, device=None):
     """Import an ONNX model (path, file object, bytes or ModelProto) as a trainable nn.Module.
 
-    Float initializers become Parameters, so the module fine-tunes like any other; `outputs`
-    cuts the graph at the named values (for transfer learning, e.g. a feature layer), and
-    `device` moves it there.
+    Float initializers become Parameters (batch-norm running statistics become buffers), so
+    the module fine-tunes like any other; `outputs` cuts the graph at the named values (for
+    transfer learning, e.g. a feature layer), and `device` moves it there.
 
     Example:
         >>> import numpy as np

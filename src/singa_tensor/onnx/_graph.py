@@ -279,6 +279,16 @@ def _free_names(g) -> set:
     return names
 
 
+def _running_stats(graph) -> set:
+    """Initializers that only ever feed BatchNormalization's running mean and variance: they
+    are statistics, not weights, so they become buffers that an optimizer leaves alone."""
+    stats, other = set(), set()
+    for n in graph.node:
+        for i, name in enumerate(n.input):
+            (stats if n.op_type == "BatchNormalization" and i in (3, 4) else other).add(name)
+    return stats - other
+
+
 def _param_name(name: str, taken: set) -> str:
     base = re.sub(r"\W", "_", name) or "param"
     if base[0].isdigit():
@@ -320,6 +330,7 @@ class OnnxModule(Module):
         taken: set = set()
         constants = {}
         names = {}
+        stats = _running_stats(graph)
         for t in graph.initializer:
             try:
                 arr = numpy_helper.to_array(t)
@@ -327,7 +338,7 @@ class OnnxModule(Module):
                 raise OnnxImportError(f"initializer {t.name!r}: cannot be read ({e})") from None
             value = array_to_tensor(arr, None, f"initializer {t.name!r}")
             attr = _param_name(t.name, taken)
-            if value.dtype.is_floating_point:
+            if value.dtype.is_floating_point and t.name not in stats:
                 value = Parameter(value)
                 self.register_parameter(attr, value)
             else:
