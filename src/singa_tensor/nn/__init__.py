@@ -8,7 +8,7 @@ Example:
     (3, 2)
 """
 
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .containers import ModuleDict, ModuleList, Sequential
 from .conv_layers import (
     AdaptiveAvgPool2d,
@@ -66,6 +66,7 @@ __all__ = [
     "SmoothL1Loss",
     "functional",
     "init",
+    "parallel",
     "utils",
     "AdaptiveAvgPool2d",
     "AvgPool2d",

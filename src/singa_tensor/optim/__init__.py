@@ -16,8 +16,9 @@ from __future__ import annotations
 from . import lr_scheduler
 from .adagrad import Adagrad
 from .adam import Adam, AdamW
+from .dist_opt import DistOpt
 from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "DistOpt", "lr_scheduler"]

@@ -254,6 +254,79 @@ class SubsetRandomSampler(Sampler):
         return len(self.indices)
 
 
+def _world_default(value, what: str, getter: str) -> int:
+    """num_replicas / rank default to the process group's, which must then be initialized."""
+    if value is not None:
+        return value
+    import singa_tensor.distributed as dist
+
+    if not dist.is_initialized():
+        raise RuntimeError(f"DistributedSampler: {what} not given and the default process group "
+                           "is not initialized (call dist.init_process_group() first)")
+    return getattr(dist, getter)()
+
+
+class DistributedSampler(Sampler):
+    """This rank's share of the dataset's indices, for data-parallel training (PyTorch's rules).
+
+    Each epoch the indices 0..N-1 (shuffled with seed + epoch when `shuffle`, so every rank
+    draws the same permutation) are cut to a multiple of num_replicas: with drop_last the tail
+    is dropped, otherwise the list is padded by repeating it from the start. Rank r then takes
+    every num_replicas-th index from position r. Call `set_epoch(e)` before each epoch so
+    that the shuffle changes.
+
+    Example:
+        >>> s = DistributedSampler(range(5), num_replicas=2, rank=1, shuffle=False)
+        >>> list(s), len(s)
+        ([1, 3, 0], 3)
+    """
+
+    def __init__(self, dataset, num_replicas: int | None = None, rank: int | None = None,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
+        num_replicas = _world_default(num_replicas, "num_replicas", "get_world_size")
+        rank = _world_default(rank, "rank", "get_rank")
+        for name, v in (("num_replicas", num_replicas), ("rank", rank), ("seed", seed)):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+                raise TypeError(f"DistributedSampler: {name} must be an int, got {v!r}")
+        if num_replicas < 1:
+            raise ValueError(f"DistributedSampler: num_replicas must be positive, got "
+                             f"{num_replicas}")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"DistributedSampler: invalid rank {rank}, rank should be in the "
+                             f"interval [0, {num_replicas - 1}]")
+        self.dataset = dataset
+        self.num_replicas, self.rank = int(num_replicas), int(rank)
+        self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
+        self.epoch = 0
+        n = len(dataset)
+        if drop_last and n % self.num_replicas:
+            self.num_samples = n // self.num_replicas
+        else:
+            self.num_samples = math.ceil(n / self.num_replicas)
+        self.total_size = self.num_samples * self.num_replicas
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use seed + epoch for the next shuffle (every rank must pass the same epoch)."""
+        self.epoch = int(epoch)
+
+    def __iter__(self):
+        n = len(self.dataset)
+        if self.shuffle:
+            g = _random.Generator().manual_seed(self.seed + self.epoch)
+            indices = st.randperm(n, generator=g).tolist()
+        else:
+            indices = list(range(n))
+        if self.drop_last:
+            indices = indices[:self.total_size]
+        elif len(indices) < self.total_size:
+            pad = self.total_size - len(indices)
+            indices += (indices * math.ceil(pad / len(indices)))[:pad]
+        return iter(indices[self.rank:self.total_size:self.num_replicas])
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
 def _check_batch_size(op: str, batch_size) -> None:
     if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) \
             or batch_size <= 0:
@@ -683,7 +756,8 @@ class DataLoader:
 
 
 __all__ = [
-    "BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "RandomSampler", "Sampler",
+    "BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler",
+    "RandomSampler", "Sampler",
     "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset", "WorkerInfo",
     "default_collate", "default_convert", "get_worker_info", "random_split",
 ]

@@ -1,0 +1,456 @@
+"""Multi-process training: torch.distributed's collectives over MPI (CPU, any tensor) or NCCL
+(CUDA tensors), with timeouts instead of hangs and a check that the ranks agree on what they
+call.
+
+Start the ranks with the launcher (`python -m singa_tensor.distributed.run -n 4 train.py`) or
+`mpiexec`; under a plain `python` the same script runs as a world of one process.
+
+Example:
+    >>> import singa_tensor as st, singa_tensor.distributed as dist
+    >>> dist.init_process_group()
+    >>> dist.get_rank(), dist.get_world_size()
+    (0, 1)
+    >>> t = st.tensor([1.0, 2.0])
+    >>> dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    >>> t.tolist()
+    [1.0, 2.0]
+    >>> dist.destroy_process_group()
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..tensor import Tensor
+from ._base import Communicator, DistributedError, Group, ReduceOp, Work
+
+_DEFAULT_TIMEOUT = 300.0
+
+
+class _State:
+    world: Group | None = None
+    groups: list = []
+    local_rank = 0
+
+
+_state = _State()
+
+
+def _world() -> Group:
+    g = _state.world
+    if g is None:
+        raise RuntimeError("singa_tensor.distributed: the process group is not initialized; "
+                           "call dist.init_process_group() first")
+    return g
+
+
+def _group(group) -> Group:
+    world = _world()
+    if group is None:
+        return world
+    if not isinstance(group, Group):
+        raise TypeError(f"group must be a dist.Group from new_group(), got "
+                        f"{type(group).__name__}")
+    return group
+
+
+def _timeout(timeout) -> float:
+    if timeout is None:
+        env = os.environ.get("SINGA_DIST_TIMEOUT")
+        if env is None:
+            return _DEFAULT_TIMEOUT
+        try:
+            timeout = float(env)
+        except ValueError:
+            raise ValueError(f"SINGA_DIST_TIMEOUT must be a number of seconds, got "
+                             f"{env!r}") from None
+    if hasattr(timeout, "total_seconds"):  # a datetime.timedelta, as torch takes
+        timeout = timeout.total_seconds()
+    timeout = float(timeout)
+    if not timeout > 0:
+        raise ValueError(f"init_process_group: timeout must be a positive number of seconds, "
+                         f"got {timeout}")
+    return timeout
+
+
+def _nccl_usable() -> bool:
+    try:
+        from .. import cuda
+
+        if not cuda.is_available():
+            return False
+        from cupy.cuda import nccl  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def init_process_group(backend: str = "auto", timeout: float | None = None) -> None:
+    """Join the world of ranks started by mpiexec (a world of one under a plain `python`).
+
+    backend: "mpi", "nccl" (CUDA tensors over NCCL, everything else over MPI) or "auto" (NCCL
+    when a GPU and NCCL are present). timeout: seconds any wait may take before it raises
+    DistributedError (default: $SINGA_DIST_TIMEOUT, else 300). Set SINGA_DIST_CHECK=0 to skip
+    the per-collective check that all ranks pass the same shape and dtype.
+
+    An exception that escapes on one rank ends every rank (MPI Abort after the traceback).
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.init_process_group(backend="mpi", timeout=60)
+        >>> dist.is_initialized()
+        True
+        >>> dist.destroy_process_group()
+    """
+    if _state.world is not None:
+        raise RuntimeError("init_process_group: the process group is already initialized; "
+                           "call destroy_process_group() first")
+    if backend not in ("auto", "mpi", "nccl"):
+        raise ValueError(f"init_process_group: backend must be 'auto', 'mpi' or 'nccl', got "
+                         f"{backend!r}")
+    seconds = _timeout(timeout)
+    check = os.environ.get("SINGA_DIST_CHECK", "1") != "0"
+    from . import _mpi
+
+    MPI = _mpi.load()
+    if backend == "auto":
+        backend = "nccl" if _nccl_usable() else "mpi"
+    world = MPI.COMM_WORLD
+    _state.local_rank = _local_rank(world)
+    comm_mpi = world.Dup()  # our traffic never matches the user's own MPI messages
+    if backend == "nccl":
+        from ._nccl import NcclCommunicator
+
+        comm = NcclCommunicator(comm_mpi, seconds, check, _state.local_rank)
+    else:
+        comm = _mpi.MpiCommunicator(comm_mpi, seconds, check)
+    _state.world = Group(range(comm.size), comm.rank, comm)
+    _state.groups = []
+    _mpi.install_excepthook()
+
+
+def _local_rank(world) -> int:
+    for var in ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK",
+                "SLURM_LOCALID"):
+        v = os.environ.get(var)
+        if v is not None and v.isdigit():
+            return int(v)
+    if world.Get_size() == 1:
+        return 0
+    from . import _mpi
+
+    node = world.Split_type(_mpi.load().COMM_TYPE_SHARED, key=world.Get_rank())
+    try:
+        return node.Get_rank()
+    finally:
+        node.Free()
+
+
+def is_initialized() -> bool:
+    """True between init_process_group() and destroy_process_group().
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.is_initialized()
+        False
+    """
+    return _state.world is not None
+
+
+def destroy_process_group() -> None:
+    """Leave the process group (MPI itself stays up until the process exits).
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.init_process_group(); dist.destroy_process_group(); dist.is_initialized()
+        False
+    """
+    world = _state.world
+    if world is None:
+        return
+    from . import _mpi
+
+    for g in getattr(_state, "groups", []):
+        if g.comm is not None:
+            g.comm.free()
+    world.comm.free()
+    _state.world = None
+    _state.groups = []
+    _mpi.remove_excepthook()
+
+
+def get_rank(group: Group | None = None) -> int:
+    """This process's rank in the world (or in group; -1 when not a member).
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.init_process_group(); dist.get_rank()
+        0
+        >>> dist.destroy_process_group()
+    """
+    return _group(group).rank
+
+
+def get_world_size(group: Group | None = None) -> int:
+    """How many ranks the world (or group) has.
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.init_process_group(); dist.get_world_size()
+        1
+        >>> dist.destroy_process_group()
+    """
+    return _group(group).size
+
+
+def get_local_rank() -> int:
+    """This process's rank among the ranks on the same machine (picks its GPU).
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.init_process_group(); dist.get_local_rank()
+        0
+        >>> dist.destroy_process_group()
+    """
+    _world()
+    return _state.local_rank
+
+
+def get_communicator(group: Group | None = None) -> Communicator | None:
+    """The backend object of the world (or group): buffer-level calls (`allreduce_array`,
+    `isend_array`, `irecv_array`), `bytes_sent`, `timeout`, `check` and `mpi` (the mpi4py
+    communicator). None on a group this process is not a member of.
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.init_process_group()
+        >>> dist.get_communicator().size
+        1
+        >>> dist.destroy_process_group()
+    """
+    return _group(group).comm
+
+
+def new_group(ranks) -> Group:
+    """A group of the given world ranks. Every rank of the world must call it (with the same
+    ranks); the others get a Group with rank -1.
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.init_process_group(); dist.new_group([0]).size
+        1
+        >>> dist.destroy_process_group()
+    """
+    world = _world()
+    try:
+        ranks = sorted({int(r) for r in ranks})
+    except (TypeError, ValueError):
+        raise TypeError(f"new_group: ranks must be a list of ints, got {ranks!r}") from None
+    if not ranks or ranks[0] < 0 or ranks[-1] >= world.size:
+        raise ValueError(f"new_group: ranks {ranks} must be a non-empty subset of "
+                         f"0..{world.size - 1}")
+    wc = world.comm
+    wc.agree("new_group", f"ranks {ranks}")
+    mpi = wc.mpi
+    sub = mpi.Create(mpi.Get_group().Incl(ranks))
+    comm = None
+    if world.rank in ranks:
+        comm = type(wc).for_group(wc, sub) if hasattr(type(wc), "for_group") else \
+            type(wc)(sub, wc.timeout, wc.check)
+    g = Group(ranks, ranks.index(world.rank) if comm is not None else -1, comm)
+    _state.groups.append(g)
+    return g
+
+
+def barrier(group: Group | None = None) -> None:
+    """Wait until every rank of the world (or group) got here.
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.init_process_group(); dist.barrier(); dist.destroy_process_group()
+    """
+    g = _group(group)
+    if g.comm is not None:
+        g.comm.barrier()
+
+
+def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group: Group | None = None,
+               async_op: bool = False) -> Work | None:
+    """Combine tensor over the ranks, in place on every rank.
+
+    Example:
+        >>> import singa_tensor as st, singa_tensor.distributed as dist
+        >>> dist.init_process_group()
+        >>> t = st.tensor([1, 2])
+        >>> dist.all_reduce(t, op=dist.ReduceOp.MAX); t.tolist()
+        [1, 2]
+        >>> dist.destroy_process_group()
+    """
+    g = _group(group)
+    return None if g.comm is None else g.comm.all_reduce(tensor, op, async_op)
+
+
+def broadcast(tensor: Tensor, src: int, group: Group | None = None,
+              async_op: bool = False) -> Work | None:
+    """Copy tensor from world rank src to every rank of the group.
+
+    Example:
+        >>> import singa_tensor as st, singa_tensor.distributed as dist
+        >>> dist.init_process_group()
+        >>> t = st.zeros(2); dist.broadcast(t, src=0); t.tolist()
+        [0.0, 0.0]
+        >>> dist.destroy_process_group()
+    """
+    g = _group(group)
+    if g.comm is None:
+        return None
+    return g.comm.broadcast(tensor, g.group_rank(src, "src", "broadcast"), async_op)
+
+
+def reduce(tensor: Tensor, dst: int, op: ReduceOp = ReduceOp.SUM, group: Group | None = None,
+           async_op: bool = False) -> Work | None:
+    """Combine tensor over the ranks into world rank dst's tensor (others keep theirs).
+
+    Example:
+        >>> import singa_tensor as st, singa_tensor.distributed as dist
+        >>> dist.init_process_group()
+        >>> t = st.ones(2); dist.reduce(t, dst=0); t.tolist()
+        [1.0, 1.0]
+        >>> dist.destroy_process_group()
+    """
+    g = _group(group)
+    if g.comm is None:
+        return None
+    return g.comm.reduce(tensor, g.group_rank(dst, "dst", "reduce"), op, async_op)
+
+
+def all_gather(tensor_list: list, tensor: Tensor, group: Group | None = None,
+               async_op: bool = False) -> Work | None:
+    """tensor_list[r] = rank r's tensor, on every rank.
+
+    Example:
+        >>> import singa_tensor as st, singa_tensor.distributed as dist
+        >>> dist.init_process_group()
+        >>> out = [st.zeros(2)]; dist.all_gather(out, st.ones(2)); out[0].tolist()
+        [1.0, 1.0]
+        >>> dist.destroy_process_group()
+    """
+    g = _group(group)
+    return None if g.comm is None else g.comm.all_gather(tensor_list, tensor, async_op)
+
+
+def reduce_scatter(output: Tensor, input_list: list, op: ReduceOp = ReduceOp.SUM,
+                   group: Group | None = None, async_op: bool = False) -> Work | None:
+    """output = input_list[rank] combined over the ranks.
+
+    Example:
+        >>> import singa_tensor as st, singa_tensor.distributed as dist
+        >>> dist.init_process_group()
+        >>> out = st.zeros(2); dist.reduce_scatter(out, [st.ones(2)]); out.tolist()
+        [1.0, 1.0]
+        >>> dist.destroy_process_group()
+    """
+    g = _group(group)
+    return None if g.comm is None else g.comm.reduce_scatter(output, input_list, op, async_op)
+
+
+def gather(tensor: Tensor, gather_list: list | None = None, dst: int = 0,
+           group: Group | None = None, async_op: bool = False) -> Work | None:
+    """gather_list[r] = rank r's tensor, on world rank dst only.
+
+    Example:
+        >>> import singa_tensor as st, singa_tensor.distributed as dist
+        >>> dist.init_process_group()
+        >>> out = [st.zeros(1)]; dist.gather(st.ones(1), out, dst=0); out[0].tolist()
+        [1.0]
+        >>> dist.destroy_process_group()
+    """
+    g = _group(group)
+    if g.comm is None:
+        return None
+    return g.comm.gather(tensor, gather_list, g.group_rank(dst, "dst", "gather"), async_op)
+
+
+def scatter(tensor: Tensor, scatter_list: list | None = None, src: int = 0,
+            group: Group | None = None, async_op: bool = False) -> Work | None:
+    """tensor = scatter_list[rank] of world rank src.
+
+    Example:
+        >>> import singa_tensor as st, singa_tensor.distributed as dist
+        >>> dist.init_process_group()
+        >>> t = st.zeros(1); dist.scatter(t, [st.ones(1)], src=0); t.tolist()
+        [1.0]
+        >>> dist.destroy_process_group()
+    """
+    g = _group(group)
+    if g.comm is None:
+        return None
+    return g.comm.scatter(tensor, scatter_list, g.group_rank(src, "src", "scatter"), async_op)
+
+
+def isend(tensor: Tensor, dst: int, group: Group | None = None, tag: int = 0) -> Work:
+    """Start sending tensor to world rank dst; do not change it before Work.wait().
+
+    Example:
+        >>> import singa_tensor as st, singa_tensor.distributed as dist
+        >>> if dist.get_rank() == 0:  # doctest: +SKIP
+        ...     dist.isend(st.ones(2), dst=1).wait()
+    """
+    g = _group(group)
+    return g.comm.isend(tensor, g.group_rank(dst, "dst", "send"), tag)
+
+
+def irecv(tensor: Tensor, src: int | None = None, group: Group | None = None,
+          tag: int = 0) -> Work:
+    """Start receiving into tensor from world rank src (None: any); Work.source is the
+    sender's rank in the group after wait().
+
+    Example:
+        >>> import singa_tensor as st, singa_tensor.distributed as dist
+        >>> t = st.zeros(2)
+        >>> if dist.get_rank() == 1:  # doctest: +SKIP
+        ...     dist.irecv(t, src=0).wait()
+    """
+    g = _group(group)
+    src = None if src is None else g.group_rank(src, "src", "recv")
+    return g.comm.irecv(tensor, src, tag)
+
+
+def send(tensor: Tensor, dst: int, group: Group | None = None, tag: int = 0) -> None:
+    """Send tensor to world rank dst and wait until it left.
+
+    Example:
+        >>> import singa_tensor as st, singa_tensor.distributed as dist
+        >>> if dist.get_rank() == 0:  # doctest: +SKIP
+        ...     dist.send(st.ones(2), dst=1)
+    """
+    isend(tensor, dst, group, tag).wait()
+
+
+def recv(tensor: Tensor, src: int | None = None, group: Group | None = None,
+         tag: int = 0) -> int:
+    """Receive into tensor from world rank src (None: any rank); the sender's world rank.
+
+    Example:
+        >>> import singa_tensor as st, singa_tensor.distributed as dist
+        >>> t = st.zeros(2)
+        >>> if dist.get_rank() == 1:  # doctest: +SKIP
+        ...     dist.recv(t, src=0)
+        0
+    """
+    g = _group(group)
+    w = irecv(tensor, src, group, tag)
+    w.wait()
+    return g.ranks[w.source]
+
+
+from .parameter_server import ParameterServer  # noqa: E402  (it builds on the collectives above)
+
+__all__ = [
+    "Communicator", "DistributedError", "Group", "ParameterServer", "ReduceOp", "Work",
+    "all_gather", "all_reduce",
+    "barrier", "broadcast", "destroy_process_group", "gather", "get_communicator",
+    "get_local_rank", "get_rank", "get_world_size", "init_process_group", "irecv",
+    "is_initialized", "isend", "new_group", "recv", "reduce", "reduce_scatter", "scatter",
+    "send",
+]

@@ -1,0 +1,532 @@
+"""The communicator contract shared by every backend: ReduceOp, Work, Group, DistributedError and
+the Communicator base class.
+
+The base class holds everything that does not depend on the wire: argument checks, the
+cross-rank agreement check, byte accounting and the tensor-level collectives. A backend
+(`_mpi.py`, `_nccl.py`) supplies the buffer-level primitives (`_allreduce`, `_bcast`, ...), each
+of which starts a nonblocking operation and returns a Work, and `_stage`/`_store`, which move a
+tensor's values to and from the buffers those primitives understand.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+import time
+from typing import Callable
+
+from .. import dtype as _dt
+from ..tensor import Tensor
+
+
+class DistributedError(RuntimeError):
+    """A collective could not complete: a timeout, a dead peer or ranks that disagree on the
+    shape, dtype or kind of the operation they called.
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> issubclass(dist.DistributedError, RuntimeError)
+        True
+    """
+
+
+class ReduceOp(enum.Enum):
+    """How all_reduce, reduce and reduce_scatter combine the ranks' values.
+
+    AVG is SUM divided by the number of ranks (floating-point tensors only). On bool tensors
+    SUM is a logical or and PRODUCT a logical and.
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.ReduceOp.SUM.name
+        'SUM'
+    """
+
+    SUM = "sum"
+    AVG = "avg"
+    MAX = "max"
+    MIN = "min"
+    PRODUCT = "product"
+
+
+def as_reduce_op(op, name: str) -> ReduceOp:
+    if isinstance(op, ReduceOp):
+        return op
+    if isinstance(op, str) and op.upper() in ReduceOp.__members__:
+        return ReduceOp[op.upper()]
+    raise TypeError(f"{name}: op must be a dist.ReduceOp (SUM, AVG, MAX, MIN, PRODUCT), got {op!r}")
+
+
+# A wait first spins as MPI's own blocking calls do (progress happens only inside our polls,
+# and giving the core away, even with sched_yield, made 1 MB all-reduces 1.7x slower on a busy
+# machine); then it yields the core to oversubscribed ranks; after a while the wait is for a
+# slow peer, and polling gently costs less than the latency it adds.
+_HOT_SECONDS = 0.05
+_SPIN_SECONDS = 2.0
+
+
+class Work:
+    """A handle on a started operation, as `async_op=True` returns it.
+
+    `wait()` blocks until the operation finished (raising DistributedError once the timeout
+    passes without it), then runs the completion steps (copying results into tensors, marking
+    them modified). `is_completed()` asks without blocking.
+
+    Example:
+        >>> import singa_tensor as st, singa_tensor.distributed as dist
+        >>> dist.init_process_group()
+        >>> t = st.ones(3)
+        >>> work = dist.all_reduce(t, async_op=True)
+        >>> work.wait()
+        True
+        >>> t.tolist()  # one process: the sum over one rank
+        [1.0, 1.0, 1.0]
+        >>> dist.destroy_process_group()
+    """
+
+    __slots__ = ("op", "_poll", "_then", "_done", "_timeout", "_on_timeout", "source", "_keep")
+
+    def __init__(self, op: str, poll: Callable[[], bool] | None, timeout: float,
+                 on_timeout: Callable[[], None] | None = None, keep=None):
+        self.op = op
+        self._poll = poll  # None: already complete
+        self._then: list = []
+        self._done = False
+        self._timeout = timeout
+        self._on_timeout = on_timeout
+        self._keep = keep  # buffers the operation reads or writes stay alive until it ends
+        self.source = None  # recv: the rank the message came from
+
+    def then(self, fn: Callable[[], None]) -> Work:
+        """Run fn once the operation completed (immediately when it already has)."""
+        if self._done:
+            fn()
+        else:
+            self._then.append(fn)
+        return self
+
+    def _complete(self) -> None:
+        self._done = True
+        self._keep = None
+        steps, self._then = self._then, []
+        for fn in steps:
+            fn()
+
+    def is_completed(self) -> bool:
+        """True once the operation finished (completion steps done); never blocks."""
+        if not self._done and (self._poll is None or self._poll()):
+            self._complete()
+        return self._done
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the operation finished; True. DistributedError after `timeout`
+        seconds (default: the process group's timeout)."""
+        if self._done:
+            return True
+        poll = self._poll
+        if poll is not None and not poll():
+            limit = self._timeout if timeout is None else float(timeout)
+            start = time.monotonic()
+            hot_until = start + _HOT_SECONDS
+            spin_until = start + _SPIN_SECONDS
+            deadline = start + limit
+            yield_ = os.sched_yield
+            clock = time.monotonic
+            while not poll():
+                now = clock()
+                if now < hot_until:
+                    continue
+                if now > deadline:
+                    if self._on_timeout is not None:
+                        self._on_timeout()
+                    raise DistributedError(
+                        f"{self.op}: no reply from the other ranks within {limit:.1f} s (a rank "
+                        f"may have died, be stuck, or be calling a different operation); raise "
+                        f"the limit with init_process_group(timeout=...) or SINGA_DIST_TIMEOUT"
+                    )
+                if now < spin_until:
+                    yield_()
+                else:
+                    time.sleep(1e-4)
+        self._complete()
+        return True
+
+
+def completed(op: str) -> Work:
+    """A Work that is already done (a world of one rank, an empty tensor)."""
+    w = Work(op, None, 0.0)
+    w._done = True
+    return w
+
+
+class Group:
+    """A set of ranks that run collectives among themselves (from `dist.new_group`).
+
+    `ranks` are world ranks; `rank` is this process's rank inside the group, -1 when it is not
+    a member (collectives on such a group do nothing on this process).
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.init_process_group()
+        >>> g = dist.new_group([0])
+        >>> g.ranks, g.rank, g.size
+        ((0,), 0, 1)
+        >>> dist.destroy_process_group()
+    """
+
+    __slots__ = ("ranks", "rank", "size", "comm")
+
+    def __init__(self, ranks, rank: int, comm: Communicator | None):
+        self.ranks = tuple(ranks)
+        self.rank = rank
+        self.size = len(self.ranks)
+        self.comm = comm
+
+    def __repr__(self) -> str:
+        return f"Group(ranks={list(self.ranks)}, rank={self.rank})"
+
+    def group_rank(self, world_rank: int, what: str, name: str) -> int:
+        try:
+            return self.ranks.index(int(world_rank))
+        except ValueError:
+            raise ValueError(f"{name}: {what}={world_rank} is not a rank of {self}") from None
+
+
+def _digest(text: str) -> int:
+    # Python's hash() of a str differs between processes, so the ranks hash the text with a
+    # fixed function; 62 bits leave room to negate it in an int64.
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 2
+
+
+def _describe(t: Tensor) -> str:
+    return f"shape {tuple(t.shape)} dtype {t.dtype.name}"
+
+
+class Communicator:
+    """One process's view of a set of ranks, with the collectives of torch.distributed on
+    tensors and a few buffer-level calls for DistOpt and the parameter server.
+
+    Attributes: `rank`, `size`, `timeout` (seconds a wait may take), `check` (compare the
+    call's op, shape and dtype across ranks before each collective), `bytes_sent` (payload
+    bytes this rank sent so far; ring algorithms are counted as such: all-reduce of n bytes
+    over p ranks sends 2 (p - 1) / p * n).
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.init_process_group()
+        >>> comm = dist.get_communicator()
+        >>> comm.rank, comm.size, comm.bytes_sent
+        (0, 1, 0)
+        >>> dist.destroy_process_group()
+    """
+
+    backend = "base"
+
+    def __init__(self, rank: int, size: int, timeout: float, check: bool = True):
+        self.rank = rank
+        self.size = size
+        self.timeout = float(timeout)
+        self.check = check
+        self.bytes_sent = 0
+
+    # ---- what a backend provides -------------------------------------------------------------
+    def _stage(self, t: Tensor, write: bool):
+        """(buffer holding t's values, fn that writes the buffer back into t or None)."""
+        raise NotImplementedError
+
+    def _store(self, t: Tensor, buf) -> None:
+        """Write buf (t's shape, raw storage type) into t."""
+        raise NotImplementedError
+
+    def _empty(self, like, shape: tuple):
+        raise NotImplementedError
+
+    def _agree_hash(self, h: int, name: str) -> bool:
+        """True when every rank passed the same h (one small all-reduce)."""
+        raise NotImplementedError
+
+    def _allgather_text(self, text: str) -> list:
+        raise NotImplementedError
+
+    def _allreduce(self, name, buf, op: ReduceOp, dtype) -> Work:
+        raise NotImplementedError
+
+    def _bcast(self, name, buf, root: int) -> Work:
+        raise NotImplementedError
+
+    def _reduce(self, name, buf, op: ReduceOp, root: int, dtype) -> Work:
+        raise NotImplementedError
+
+    def _allgather(self, name, send, recv) -> Work:
+        raise NotImplementedError
+
+    def _reduce_scatter(self, name, send, recv, op: ReduceOp, dtype) -> Work:
+        raise NotImplementedError
+
+    def _gather(self, name, send, recv, root: int) -> Work:
+        raise NotImplementedError
+
+    def _scatter(self, name, send, recv, root: int) -> Work:
+        raise NotImplementedError
+
+    def _isend(self, name, buf, dst: int, tag: int) -> Work:
+        raise NotImplementedError
+
+    def _irecv(self, name, buf, src: int | None, tag: int) -> Work:
+        raise NotImplementedError
+
+    def _ibarrier(self) -> Work:
+        raise NotImplementedError
+
+    # ---- shared checks -----------------------------------------------------------------------
+    def agree(self, name: str, desc: str) -> None:
+        """Raise DistributedError on every rank unless all ranks are calling `name` with the
+        same `desc` (shape, dtype, root ...). Costs one 16-byte all-reduce."""
+        if self.size == 1 or not self.check:
+            return
+        if self._agree_hash(_digest(f"{name}|{desc}"), name):
+            return
+        # the error path only: every rank got here, so a blocking exchange is safe
+        others = self._allgather_text(desc)
+        listing = "; ".join(f"rank {r}: {d}" for r, d in enumerate(others))
+        raise DistributedError(
+            f"{name}: the ranks called it with different arguments; this rank ({self.rank}) has "
+            f"{desc} ({listing})"
+        )
+
+    @staticmethod
+    def _tensor(t, name: str, what: str = "tensor") -> Tensor:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name}: {what} must be a Tensor, got {type(t).__name__}")
+        return t
+
+    @staticmethod
+    def _reducible(name: str, dtype, op: ReduceOp) -> None:
+        if op is ReduceOp.AVG and not dtype.is_floating_point:
+            raise TypeError(f"{name}: ReduceOp.AVG needs a floating-point tensor, got "
+                            f"{dtype.name} (use SUM and divide)")
+
+    def _root(self, root: int, name: str, what: str) -> int:
+        if not isinstance(root, int) or not 0 <= root < self.size:
+            raise ValueError(f"{name}: {what}={root!r} is out of range for {self.size} ranks")
+        return root
+
+    def _same_list(self, name: str, what: str, lst, t: Tensor) -> list:
+        if not isinstance(lst, (list, tuple)) or len(lst) != self.size:
+            got = len(lst) if isinstance(lst, (list, tuple)) else type(lst).__name__
+            raise ValueError(f"{name}: {what} must be a list of {self.size} tensors (one per "
+                             f"rank), got {got}")
+        for i, x in enumerate(lst):
+            self._tensor(x, name, f"{what}[{i}]")
+            if x.shape != t.shape or x.dtype is not t.dtype:
+                raise ValueError(f"{name}: {what}[{i}] has {_describe(x)}, expected "
+                                 f"{_describe(t)}")
+        return list(lst)
+
+    def _nbytes(self, t: Tensor) -> int:
+        return t.numel() * t.dtype.itemsize
+
+    def _finish(self, work: Work, write_back, async_op: bool):
+        if write_back is not None:
+            work.then(write_back)
+        if async_op:
+            return work
+        work.wait()
+        return None
+
+    # ---- collectives on tensors (ranks are ranks of this communicator) -----------------------
+    def all_reduce(self, tensor: Tensor, op=ReduceOp.SUM, async_op: bool = False):
+        name = "all_reduce"
+        t = self._tensor(tensor, name)
+        op = as_reduce_op(op, name)
+        self._reducible(name, t.dtype, op)
+        self.agree(name, f"{_describe(t)} op {op.name}")
+        if self.size == 1:
+            return self._finish(completed(name), None, async_op)
+        buf, back = self._stage(t, True)
+        work = self._allreduce(name, buf, op, t.dtype)
+        self.bytes_sent += 2 * (self.size - 1) * self._nbytes(t) // self.size
+        return self._finish(work, back, async_op)
+
+    def broadcast(self, tensor: Tensor, src: int, async_op: bool = False):
+        name = "broadcast"
+        t = self._tensor(tensor, name)
+        src = self._root(src, name, "src")
+        self.agree(name, f"{_describe(t)} src {src}")
+        if self.size == 1:
+            return self._finish(completed(name), None, async_op)
+        buf, back = self._stage(t, self.rank != src)
+        work = self._bcast(name, buf, src)
+        if self.rank == src:
+            self.bytes_sent += (self.size - 1) * self._nbytes(t)
+        return self._finish(work, back, async_op)
+
+    def reduce(self, tensor: Tensor, dst: int, op=ReduceOp.SUM, async_op: bool = False):
+        name = "reduce"
+        t = self._tensor(tensor, name)
+        op = as_reduce_op(op, name)
+        self._reducible(name, t.dtype, op)
+        dst = self._root(dst, name, "dst")
+        self.agree(name, f"{_describe(t)} op {op.name} dst {dst}")
+        if self.size == 1:
+            return self._finish(completed(name), None, async_op)
+        buf, back = self._stage(t, self.rank == dst)
+        work = self._reduce(name, buf, op, dst, t.dtype)
+        if self.rank != dst:
+            self.bytes_sent += self._nbytes(t)
+        return self._finish(work, back, async_op)
+
+    def all_gather(self, tensor_list: list, tensor: Tensor, async_op: bool = False):
+        name = "all_gather"
+        t = self._tensor(tensor, name)
+        outs = self._same_list(name, "tensor_list", tensor_list, t)
+        self.agree(name, _describe(t))
+        send, _ = self._stage(t, False)
+        if self.size == 1:
+            work = completed(name)
+        else:
+            recv = self._empty(send, (self.size,) + tuple(send.shape))
+            work = self._allgather(name, send, recv)
+            self.bytes_sent += (self.size - 1) * self._nbytes(t)
+        return self._finish(work, self._scatter_into(outs, recv if self.size > 1 else None,
+                                                     send), async_op)
+
+    def _scatter_into(self, outs: list, recv, single):
+        def back():
+            for i, o in enumerate(outs):
+                self._store(o, recv[i] if recv is not None else single)
+        return back
+
+    def reduce_scatter(self, output: Tensor, input_list: list, op=ReduceOp.SUM,
+                       async_op: bool = False):
+        name = "reduce_scatter"
+        t = self._tensor(output, name, "output")
+        ins = self._same_list(name, "input_list", input_list, t)
+        op = as_reduce_op(op, name)
+        self._reducible(name, t.dtype, op)
+        self.agree(name, f"{_describe(t)} op {op.name}")
+        if self.size == 1:
+            return self._finish(completed(name), lambda: self._store(t, self._stage(ins[0],
+                                                                                    False)[0]),
+                                async_op)
+        parts = [self._stage(x, False)[0] for x in ins]
+        send = self._empty(parts[0], (self.size,) + tuple(parts[0].shape))
+        for i, p in enumerate(parts):
+            send[i] = p
+        recv, back = self._stage(t, True)
+        work = self._reduce_scatter(name, send, recv, op, t.dtype)
+        self.bytes_sent += (self.size - 1) * self._nbytes(t)
+        return self._finish(work, back, async_op)
+
+    def gather(self, tensor: Tensor, gather_list: list | None = None, dst: int = 0,
+               async_op: bool = False):
+        name = "gather"
+        t = self._tensor(tensor, name)
+        dst = self._root(dst, name, "dst")
+        mine = self.rank == dst
+        if mine:
+            outs = self._same_list(name, "gather_list", gather_list, t)
+        elif gather_list:
+            raise ValueError(f"{name}: gather_list is only given on the destination rank {dst}")
+        self.agree(name, f"{_describe(t)} dst {dst}")
+        send, _ = self._stage(t, False)
+        if self.size == 1:
+            return self._finish(completed(name), self._scatter_into(outs, None, send), async_op)
+        recv = self._empty(send, (self.size,) + tuple(send.shape)) if mine else None
+        work = self._gather(name, send, recv, dst)
+        if not mine:
+            self.bytes_sent += self._nbytes(t)
+        return self._finish(work, self._scatter_into(outs, recv, None) if mine else None,
+                            async_op)
+
+    def scatter(self, tensor: Tensor, scatter_list: list | None = None, src: int = 0,
+                async_op: bool = False):
+        name = "scatter"
+        t = self._tensor(tensor, name)
+        src = self._root(src, name, "src")
+        mine = self.rank == src
+        if mine:
+            ins = self._same_list(name, "scatter_list", scatter_list, t)
+        elif scatter_list:
+            raise ValueError(f"{name}: scatter_list is only given on the source rank {src}")
+        self.agree(name, f"{_describe(t)} src {src}")
+        if self.size == 1:
+            return self._finish(completed(name), lambda: self._store(t, self._stage(ins[0],
+                                                                                    False)[0]),
+                                async_op)
+        send = None
+        if mine:
+            parts = [self._stage(x, False)[0] for x in ins]
+            send = self._empty(parts[0], (self.size,) + tuple(parts[0].shape))
+            for i, p in enumerate(parts):
+                send[i] = p
+            self.bytes_sent += (self.size - 1) * self._nbytes(t)
+        recv, back = self._stage(t, True)
+        work = self._scatter(name, send, recv, src)
+        return self._finish(work, back, async_op)
+
+    def barrier(self) -> None:
+        if self.size > 1:
+            self._ibarrier().wait()
+
+    # ---- point to point ----------------------------------------------------------------------
+    def _peer(self, r, name: str, what: str) -> int:
+        r = self._root(r, name, what)
+        if r == self.rank:
+            raise ValueError(f"{name}: {what}={r} is this rank; a rank cannot message itself")
+        return r
+
+    def isend(self, tensor: Tensor, dst: int, tag: int = 0) -> Work:
+        name = "send"
+        t = self._tensor(tensor, name)
+        dst = self._peer(dst, name, "dst")
+        buf, _ = self._stage(t, False)
+        self.bytes_sent += self._nbytes(t)
+        return self._isend(name, buf, dst, int(tag))
+
+    def irecv(self, tensor: Tensor, src: int | None = None, tag: int = 0) -> Work:
+        name = "recv"
+        t = self._tensor(tensor, name)
+        if src is not None:
+            src = self._peer(src, name, "src")
+        buf, back = self._stage(t, True)
+        work = self._irecv(name, buf, src, int(tag))
+        if back is not None:
+            work.then(back)
+        return work
+
+    # ---- buffers (numpy arrays for MPI), for DistOpt and the parameter server ----------------
+    def allreduce_array(self, array, op=ReduceOp.SUM, async_op: bool = False):
+        """All-reduce a contiguous host (numpy) array in place; a Work if async_op."""
+        name = "all_reduce"
+        op = as_reduce_op(op, name)
+        dtype = _dt.from_numpy_dtype(array.dtype)
+        self._reducible(name, dtype, op)
+        if not array.flags.c_contiguous or not array.flags.writeable:
+            raise ValueError(f"{name}: the array must be C-contiguous and writeable")
+        self.agree(name, f"shape {array.shape} dtype {dtype.name} op {op.name}")
+        if self.size == 1:
+            work = completed(name)
+        else:
+            buf = array.view(_dt.bool_.storage) if dtype is _dt.bool_ else array
+            work = self._allreduce(name, buf, op, dtype)
+            self.bytes_sent += 2 * (self.size - 1) * array.nbytes // self.size
+        return work if async_op else work.wait() and None
+
+    def isend_array(self, array, dst: int, tag: int = 0) -> Work:
+        """Start sending a contiguous host array to rank dst; wait() on the Work before
+        changing the array."""
+        dst = self._peer(dst, "send", "dst")
+        self.bytes_sent += array.nbytes
+        return self._isend("send", array, dst, int(tag))
+
+    def irecv_array(self, array, src: int | None = None, tag: int = 0) -> Work:
+        """Start receiving into a contiguous host array from src (None: any rank); after
+        wait(), Work.source is the sender."""
+        if src is not None:
+            src = self._peer(src, "recv", "src")
+        return self._irecv("recv", array, src, int(tag))
+
+    def free(self) -> None:
+        """Release the backend's resources (called by destroy_process_group)."""

@@ -1,0 +1,310 @@
+"""The MPI backend (mpi4py): every collective is a nonblocking MPI call (Iallreduce, Ibcast, ...)
+whose Work polls the request, so that a missing peer becomes a DistributedError after the
+timeout instead of a hang. Tensors on a host backend are passed without a copy; others are
+staged through host memory.
+
+float16 and bfloat16 travel as 2-byte elements and are reduced by user-defined MPI operations,
+so half precision halves the bytes on the wire (DistOpt's half-precision update relies on it).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from .. import dtype as _dt
+from ..tensor import Tensor
+from ._base import Communicator, DistributedError, ReduceOp, Work
+
+_MPI = None
+
+
+def load():
+    """The mpi4py MPI module (initializing MPI; a world of one process without mpiexec)."""
+    global _MPI
+    if _MPI is None:
+        try:
+            from mpi4py import MPI
+        except ImportError as e:
+            raise ImportError(
+                f"singa_tensor.distributed needs mpi4py and an MPI library: "
+                f"pip install mpi4py mpich ({e})"
+            ) from None
+        _MPI = MPI
+    return _MPI
+
+
+# Requests that timed out are kept with their buffers: MPI may still write into them, so
+# letting the buffers be freed could corrupt memory before the job is aborted.
+_orphans: list = []
+
+
+def _work(name: str, reqs, timeout: float, keep) -> Work:
+    MPI = _MPI
+    if isinstance(reqs, list):
+        def poll():
+            return MPI.Request.Testall(reqs)
+    else:
+        poll = reqs.Test
+    return Work(name, poll, timeout, on_timeout=lambda: _orphans.append((reqs, keep)), keep=keep)
+
+
+def _bf16_to_f32(a: np.ndarray) -> np.ndarray:
+    return (a.astype(np.uint32) << 16).view(np.float32)
+
+
+def _f32_to_bf16(a: np.ndarray, out: np.ndarray) -> None:
+    bits = a.view(np.uint32)
+    bits = bits + (((bits >> 16) & 1) + 0x7FFF)  # round to nearest even
+    np.right_shift(bits, 16, out=bits)
+    out[...] = bits.astype(np.uint16)
+
+
+_UFUNC = {ReduceOp.SUM: np.add, ReduceOp.AVG: np.add, ReduceOp.PRODUCT: np.multiply,
+          ReduceOp.MAX: np.maximum, ReduceOp.MIN: np.minimum}
+
+
+def _half_op(op: ReduceOp, bf16: bool):
+    """A commutative MPI operation combining 2-byte float16/bfloat16 elements."""
+    uf = _UFUNC[op]
+    if bf16:
+        def combine(inbuf, inoutbuf, datatype):
+            a = np.frombuffer(inbuf, np.uint16)
+            b = np.frombuffer(inoutbuf, np.uint16)
+            _f32_to_bf16(uf(_bf16_to_f32(b), _bf16_to_f32(a)), b)
+    else:
+        def combine(inbuf, inoutbuf, datatype):
+            b = np.frombuffer(inoutbuf, np.float16)
+            uf(b, np.frombuffer(inbuf, np.float16), out=b)
+    return _MPI.Op.Create(combine, commute=True)
+
+
+def _excepthook_wrapper(previous):
+    def hook(tp, value, tb):
+        previous(tp, value, tb)
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            # the other ranks would otherwise wait for this one until their timeout
+            if _MPI is not None and _MPI.COMM_WORLD.Get_size() > 1:
+                _MPI.COMM_WORLD.Abort(1)
+    hook.singa_previous = previous
+    return hook
+
+
+def install_excepthook() -> None:
+    if getattr(sys.excepthook, "singa_previous", None) is None:
+        sys.excepthook = _excepthook_wrapper(sys.excepthook)
+
+
+def remove_excepthook() -> None:
+    previous = getattr(sys.excepthook, "singa_previous", None)
+    if previous is not None:
+        sys.excepthook = previous
+
+
+def _raw_view(t: Tensor) -> np.ndarray:
+    """The tensor's elements in a host storage as stored (bool as uint8, bfloat16 as uint16)."""
+    arr = t._storage.array
+    item = arr.itemsize
+    base = arr[t._offset:]
+    if t._contig:
+        return base[:t.numel()].reshape(t._shape)
+    return np.lib.stride_tricks.as_strided(base, shape=t._shape,
+                                           strides=tuple(s * item for s in t._strides))
+
+
+def _host_tensor(arr: np.ndarray, dtype) -> Tensor:
+    from .. import backend
+
+    cpu = backend.get(backend.CPU)
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    return Tensor._make(cpu.from_numpy(flat, dtype), tuple(arr.shape), None, 0, dtype,
+                        backend.CPU, cpu)
+
+
+class MpiCommunicator(Communicator):
+    """Collectives over an mpi4py communicator (`comm.mpi`).
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.init_process_group(backend="mpi")
+        >>> dist.get_communicator().backend
+        'mpi'
+        >>> dist.destroy_process_group()
+    """
+
+    backend = "mpi"
+
+    def __init__(self, mpi_comm, timeout: float, check: bool = True):
+        super().__init__(mpi_comm.Get_rank(), mpi_comm.Get_size(), timeout, check)
+        self.mpi = mpi_comm
+        MPI = load()
+        self._types = {
+            "bool": MPI.UINT8_T, "int32": MPI.INT32_T, "int64": MPI.INT64_T,
+            "float32": MPI.FLOAT, "float64": MPI.DOUBLE, "float16": MPI.UINT16_T,
+            "bfloat16": MPI.UINT16_T,
+        }
+        self._ops = {ReduceOp.SUM: MPI.SUM, ReduceOp.AVG: MPI.SUM, ReduceOp.MAX: MPI.MAX,
+                     ReduceOp.MIN: MPI.MIN, ReduceOp.PRODUCT: MPI.PROD}
+        # logical or / and on bytes that hold 0 or 1
+        self._bool_ops = {ReduceOp.SUM: MPI.MAX, ReduceOp.MAX: MPI.MAX,
+                          ReduceOp.MIN: MPI.MIN, ReduceOp.PRODUCT: MPI.MIN}
+        self._half_ops: dict = {}
+        self._pair = np.zeros(2, np.int64)
+
+    # ---- staging -----------------------------------------------------------------------------
+    def _stage(self, t: Tensor, write: bool):
+        if hasattr(t._be, "view_numpy"):
+            view = _raw_view(t)
+            if t._contig:
+                if not write:
+                    return view, None
+                storage = t._storage
+
+                def bump():
+                    storage.version += 1
+                return view, bump
+            buf = np.ascontiguousarray(view)
+            if not write:
+                return buf, None
+
+            def back():
+                view[...] = buf
+                t._storage.version += 1
+            return buf, back
+        host = t.detach().cpu()
+        buf = np.ascontiguousarray(_raw_view(host))
+        return buf, ((lambda: self._store(t, buf)) if write else None)
+
+    def _store(self, t: Tensor, buf) -> None:
+        if hasattr(t._be, "view_numpy"):
+            _raw_view(t)[...] = buf
+            t._storage.version += 1
+            return
+        from ..autograd import no_grad
+
+        with no_grad():
+            t.copy_(_host_tensor(buf, t.dtype))
+
+    def _empty(self, like, shape: tuple):
+        return np.empty(shape, like.dtype)
+
+    # ---- wire --------------------------------------------------------------------------------
+    def _spec(self, buf, dtype=None):
+        if dtype is None:
+            dtype = _dt.from_numpy_dtype(buf.dtype) if buf.dtype != np.uint16 else _dt.bfloat16
+        return [buf, self._types[dtype.name]]
+
+    def _mpi_op(self, op: ReduceOp, dtype):
+        if dtype is _dt.bool_:
+            return self._bool_ops[op]
+        if dtype is _dt.float16 or dtype is _dt.bfloat16:
+            key = (op, dtype.name)
+            mop = self._half_ops.get(key)
+            if mop is None:
+                mop = self._half_ops[key] = _half_op(op, dtype is _dt.bfloat16)
+            return mop
+        return self._ops[op]
+
+    def _average(self, buf, dtype):
+        if dtype is _dt.bfloat16:
+            _f32_to_bf16(_bf16_to_f32(buf) / np.float32(self.size), buf)
+        else:
+            buf /= buf.dtype.type(self.size)
+
+    def _agree_hash(self, h: int, name: str) -> bool:
+        pair = self._pair
+        pair[0], pair[1] = h, -h
+        # max of h and max of -h (minus the min of h) in one round trip
+        _work(name, self.mpi.Iallreduce(_MPI.IN_PLACE, [pair, _MPI.INT64_T], _MPI.MAX),
+              self.timeout, pair).wait()
+        return pair[0] == h and pair[1] == -h
+
+    def _allgather_text(self, text: str) -> list:
+        return self.mpi.allgather(text)
+
+    def _allreduce(self, name, buf, op, dtype) -> Work:
+        w = _work(name, self.mpi.Iallreduce(_MPI.IN_PLACE, [buf, self._types[dtype.name]],
+                                            self._mpi_op(op, dtype)), self.timeout, buf)
+        if op is ReduceOp.AVG:
+            w.then(lambda: self._average(buf, dtype))
+        return w
+
+    def _bcast(self, name, buf, root) -> Work:
+        return _work(name, self.mpi.Ibcast(self._bytes(buf), root), self.timeout, buf)
+
+    @staticmethod
+    def _bytes(buf):
+        return [buf, _MPI.BYTE] if buf.dtype.itemsize == 1 else \
+            [buf.view(np.uint8).reshape(-1) if buf.ndim else buf.reshape(1).view(np.uint8),
+             _MPI.BYTE]
+
+    def _reduce(self, name, buf, op, root, dtype) -> Work:
+        mtype, mop = self._types[dtype.name], self._mpi_op(op, dtype)
+        if self.rank == root:
+            req = self.mpi.Ireduce(_MPI.IN_PLACE, [buf, mtype], mop, root)
+        else:
+            req = self.mpi.Ireduce([buf, mtype], None, mop, root)
+        w = _work(name, req, self.timeout, buf)
+        if op is ReduceOp.AVG and self.rank == root:
+            w.then(lambda: self._average(buf, dtype))
+        return w
+
+    def _allgather(self, name, send, recv) -> Work:
+        return _work(name, self.mpi.Iallgather(self._bytes(send), self._bytes(recv)),
+                     self.timeout, (send, recv))
+
+    def _reduce_scatter(self, name, send, recv, op, dtype) -> Work:
+        mtype = self._types[dtype.name]
+        w = _work(name, self.mpi.Ireduce_scatter_block([send, mtype], [recv, mtype],
+                                                       self._mpi_op(op, dtype)),
+                  self.timeout, (send, recv))
+        if op is ReduceOp.AVG:
+            w.then(lambda: self._average(recv, dtype))
+        return w
+
+    def _gather(self, name, send, recv, root) -> Work:
+        rspec = self._bytes(recv) if recv is not None else None
+        return _work(name, self.mpi.Igather(self._bytes(send), rspec, root), self.timeout,
+                     (send, recv))
+
+    def _scatter(self, name, send, recv, root) -> Work:
+        sspec = self._bytes(send) if send is not None else None
+        return _work(name, self.mpi.Iscatter(sspec, self._bytes(recv), root), self.timeout,
+                     (send, recv))
+
+    def _isend(self, name, buf, dst, tag) -> Work:
+        return _work(name, self.mpi.Isend(self._bytes(buf), dst, tag), self.timeout, buf)
+
+    def _irecv(self, name, buf, src, tag) -> Work:
+        status = _MPI.Status()
+        req = self.mpi.Irecv(self._bytes(buf), _MPI.ANY_SOURCE if src is None else src, tag)
+        expected = buf.nbytes
+
+        def poll():
+            return req.Test(status)
+
+        w = Work(name, poll, self.timeout, on_timeout=lambda: _orphans.append((req, buf)),
+                 keep=buf)
+
+        def check():
+            got = status.Get_count(_MPI.BYTE)
+            if got != expected:
+                raise DistributedError(f"recv: expected {expected} bytes, rank "
+                                       f"{status.Get_source()} sent {got}")
+            w.source = status.Get_source()
+        w.then(check)
+        return w
+
+    def _ibarrier(self) -> Work:
+        return _work("barrier", self.mpi.Ibarrier(), self.timeout, None)
+
+    def free(self) -> None:
+        for mop in self._half_ops.values():
+            mop.Free()
+        self._half_ops.clear()
+        if self.mpi != _MPI.COMM_WORLD and self.mpi != _MPI.COMM_NULL:
+            self.mpi.Free()
