@@ -1,10 +1,11 @@
 """Train an MLP on the 8x8 digits with several processes, by all-reduce or with a parameter
 server (SINGA's worker-group / server-group architecture).
 
-    mpiexec -n 4 python examples/dist_train.py --mode allreduce
-    mpiexec -n 3 python examples/dist_train.py --mode bsp              # 2 workers + 1 server
-    mpiexec -n 4 python examples/dist_train.py --mode downpour --servers 2
-    mpiexec -n 4 python examples/dist_train.py --mode ssp --staleness 2 --groups 2
+    python -m singa_tensor.distributed.run -n 4 examples/dist_train.py --mode allreduce
+    python -m singa_tensor.distributed.run -n 3 examples/dist_train.py --mode bsp  # 2 workers
+    python -m singa_tensor.distributed.run -n 4 --servers 2 examples/dist_train.py --mode downpour
+    python -m singa_tensor.distributed.run -n 4 examples/dist_train.py --mode ssp --staleness 2 \
+        --groups 2
 
 Each worker trains on its own shard of the training set (rank::workers). In the
 parameter-server modes the last --servers ranks hold the parameters and run SGD; the workers
@@ -59,10 +60,10 @@ def main(argv=None) -> float:
     model = make_mlp()
 
     if args.mode == "allreduce":
+        # SINGA's DistOpt: broadcasts the parameters from rank 0, then all-reduces gradients
+        # in buckets while backward is still running
         ps, workers = None, world
-        for p in model.parameters():
-            dist.broadcast(p, 0)
-        opt = optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+        opt = optim.DistOpt(optim.SGD(model.parameters(), lr=args.lr, momentum=0.9))
     else:
         ps = ParameterServer(model, lambda ps_: optim.SGD(ps_, lr=args.lr, momentum=0.9),
                              mode=args.mode, staleness=args.staleness, servers=args.servers,
@@ -90,11 +91,7 @@ def main(argv=None) -> float:
             if ps is not None:
                 total += ps.step(loss)
             else:
-                opt.zero_grad()
-                loss.backward()
-                for p in model.parameters():
-                    dist.all_reduce(p.grad, op=dist.ReduceOp.AVG)
-                opt.step()
+                opt.backward_and_update(loss)
                 total += loss.item()
             steps += 1
         if rank == 0:
