@@ -3,7 +3,9 @@ on the same buffers in the same run.
 
 Our call is nonblocking MPI (Iallreduce) plus a polling wait with a deadline, and, unless
 turned off, a 16-byte all-reduce that checks the ranks agree on shape and dtype; this bench
-shows what those cost. Rows are float32 buffers of 1 MB to 256 MB (SUM); each variant is timed
+shows what those cost. The first row is the per-message latency (a one-element all-reduce, the
+mean of 200 back-to-back calls per sample); the others are float32 buffers of 1 MB to 256 MB
+(SUM); each variant is timed
 `--repeat` times, interleaved, after a barrier; the median is reported. `ours/raw` is the
 throughput ratio (1.00x: as fast as raw MPI; the target is >= 0.90x).
 
@@ -98,6 +100,34 @@ def main() -> int:
               f"(mpi4py {__import__('mpi4py').__version__}, {lib})")
         print(f"{'size':>8} {'raw':>10} {'ours':>10} {'ours-nochk':>10} {'raw GB/s':>9} "
               f"{'ours/raw':>9} {'nochk/raw':>9}")
+    # the per-message cost (latency): a one-element all-reduce, 200 calls per sample
+    t = st.ones(1)
+    buf = t.numpy()
+    lat = {}
+    for name, fn in (("raw", lambda: world.Allreduce(MPI.IN_PLACE, buf)),
+                     ("ours", lambda: dist.all_reduce(t))):
+        samples = []
+        for _ in range(repeat):
+            world.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(200):
+                fn()
+            samples.append((time.perf_counter() - t0) / 200)
+        lat[name] = statistics.median(samples)
+    comm.check = False
+    samples = []
+    for _ in range(repeat):
+        world.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(200):
+            dist.all_reduce(t)
+        samples.append((time.perf_counter() - t0) / 200)
+    comm.check = True
+    lat["ours-nochk"] = statistics.median(samples)
+    if rank == 0:
+        print(f"{'4B':>8} {lat['raw'] * 1e6:>8.1f}us {lat['ours'] * 1e6:>8.1f}us "
+              f"{lat['ours-nochk'] * 1e6:>8.1f}us   (latency: one element, 200 calls a sample)",
+              flush=True)
     for mb in sizes_mb:
         raw, ours, nochk = _bench_size(MPI, world, comm, mb, repeat)
         if rank == 0:
