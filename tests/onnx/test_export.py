@@ -499,3 +499,15 @@ def test_custom_functions_still_work_after_an_export():
     x = st.tensor([1.0, 2.0], requires_grad=True)
     Custom.apply(x).sum().backward()
     assert x.grad.tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("opset", [14, 17, 21])
+def test_causal_attention_follows_the_sequence_length(opset):
+    m = _Fn(lambda q, k, v: st.scaled_dot_product_attention(q, k, v, is_causal=True))
+    q, k, v = st.randn(2, 3, 4), st.randn(2, 3, 4), st.randn(2, 3, 5)
+    axes = {"input_0": [1], "input_1": [1], "input_2": [1], "output_0": [1]}
+    proto = st.onnx.export(m, (q, k, v), None, opset_version=opset, dynamic_axes=axes)
+    for n in (3, 6):
+        q2, k2, v2 = st.randn(2, n, 4), st.randn(2, n, 4), st.randn(2, n, 5)
+        feeds = {"input_0": q2.numpy(), "input_1": k2.numpy(), "input_2": v2.numpy()}
+        _close(_run_ort(proto, feeds), _ours(m, q2, k2, v2))

@@ -245,8 +245,7 @@ def _sdpa_onnx(cls, b, args, attrs, outs):
     (scores,) = b.node("MatMul", [qn, kt])
     allowed = None
     if args["is_causal"]:
-        n, m = q.shape[-2], k.shape[-2]
-        allowed = b.const(np.tril(np.ones((n, m), dtype=np.bool_)))
+        allowed = _onnx_causal(b, scores, q.shape[-2], k.shape[-2])
     if mask is not None:
         mn = b.value(mask)
         if mask.dtype is _dt.bool_:
@@ -272,6 +271,21 @@ def _sdpa_onnx(cls, b, args, attrs, outs):
         return
     (out,) = b.node("MatMul", [w, b.value(v)])
     b.node("Where", [row_ok, out, b.scalar(0.0, q)], outputs=outs)
+
+
+def _onnx_causal(b, scores: str, n: int, m: int) -> str:
+    """The bool lower triangle over the scores' last two dims. From opset 14 it is computed
+    from the scores' shape (Trilu), so the sequence lengths stay dynamic; below, a constant."""
+    if b.opset < 14:
+        return b.const(np.tril(np.ones((n, m), dtype=np.bool_)))
+    from onnx import TensorProto, helper
+
+    (shape,) = b.node("Shape", [scores])
+    (nm,) = b.node("Slice", [shape, b.ints([-2]), b.ints([np.iinfo(np.int64).max])])
+    one = helper.make_tensor("value", TensorProto.FLOAT, [1], [1.0])
+    (ones,) = b.node("ConstantOfShape", [nm], value=one)
+    (low,) = b.node("Trilu", [ones], upper=0)
+    return b.node("Cast", [low], to=TensorProto.BOOL)[0]
 
 
 def _onnx_reduce_max_last(b, name: str) -> str:
