@@ -185,6 +185,24 @@ def test_float16_rounding_matches_numpy():
     np.testing.assert_array_equal(h.float().numpy(), vals.astype(np.float16).astype(np.float32))
 
 
+def test_float16_conversions_are_exact_over_every_bit_pattern():
+    # the vectorised (F16C) and scalar paths both run: 65536 values, not a multiple of 8 after
+    # the slice, so the scalar tail is exercised too
+    h = np.arange(65536, dtype=np.uint16).view(np.float16)[3:]
+    f = st.tensor(h).float().numpy()
+    ref = h.astype(np.float32)
+    assert np.array_equal(f, ref, equal_nan=True)
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(100_003) * 10.0 ** rng.uniform(-9, 6, 100_003)).astype(np.float32)
+    x = np.concatenate([x, np.array([65504, 65519.99, 65520, 6e-8, 3e-8, -0.0, np.inf, -np.inf],
+                                    np.float32)])
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16)
+    got = st.tensor(x).half().numpy()
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    assert np.isnan(st.tensor(np.array([np.nan] * 9, np.float32)).half().numpy()).all()
+
+
 def test_bfloat16_rounding_matches_bit_level_reference():
     vals = np.array([1 / 3, 2 / 3, 0.1, 3.14159265, 1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8,
                      -2.5e-3, 1e30, 3.4028235e38, np.inf, -np.inf, 0.0, -0.0, 1e-40],
