@@ -10,6 +10,7 @@ so half precision halves the bytes on the wire (DistOpt's half-precision update 
 from __future__ import annotations
 
 import sys
+import time
 
 import numpy as np
 
@@ -98,6 +99,9 @@ def _excepthook_wrapper(previous):
         finally:
             # the other ranks would otherwise wait for this one until their timeout
             if _MPI is not None and _MPI.COMM_WORLD.Get_size() > 1:
+                # mpiexec forwards our output asynchronously and Abort kills the job at once:
+                # a moment first, so that the traceback reaches the user
+                time.sleep(0.5)
                 _MPI.COMM_WORLD.Abort(1)
     hook.singa_previous = previous
     return hook
