@@ -18,25 +18,15 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import statistics
 import sys
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# one timer for all benches: median seconds of individually timed calls after a warm-up
 from bench_train import set_thread_env  # noqa: E402
-
-
-def median_time(fn, warmup: int, reps: int) -> float:
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+from bench_train import time_steps as median_time  # noqa: E402
 
 
 def forward(st, module, x):
