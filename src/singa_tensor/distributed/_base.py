@@ -153,6 +153,28 @@ class Work:
         return True
 
 
+def stage_view(t: Tensor, view, contiguous_copy, write: bool):
+    """(buffer, write-back) for a backend's raw view of t: the view itself when t is
+    contiguous (a write only bumps t's version), else a contiguous copy made by
+    contiguous_copy that is written back into the view on completion."""
+    if t._contig:
+        if not write:
+            return view, None
+        storage = t._storage
+
+        def bump():
+            storage.version += 1
+        return view, bump
+    buf = contiguous_copy(view)
+    if not write:
+        return buf, None
+
+    def back():
+        view[...] = buf
+        t._storage.version += 1
+    return buf, back
+
+
 def completed(op: str) -> Work:
     """A Work that is already done (a world of one rank, an empty tensor)."""
     w = Work(op, None, 0.0)

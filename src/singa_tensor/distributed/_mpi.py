@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtype as _dt
 from ..tensor import Tensor
-from ._base import Communicator, DistributedError, ReduceOp, Work
+from ._base import Communicator, DistributedError, ReduceOp, Work, stage_view
 
 _MPI = None
 
@@ -171,23 +171,7 @@ class MpiCommunicator(Communicator):
     # ---- staging -----------------------------------------------------------------------------
     def _stage(self, t: Tensor, write: bool):
         if hasattr(t._be, "view_numpy"):
-            view = _raw_view(t)
-            if t._contig:
-                if not write:
-                    return view, None
-                storage = t._storage
-
-                def bump():
-                    storage.version += 1
-                return view, bump
-            buf = np.ascontiguousarray(view)
-            if not write:
-                return buf, None
-
-            def back():
-                view[...] = buf
-                t._storage.version += 1
-            return buf, back
+            return stage_view(t, _raw_view(t), np.ascontiguousarray, write)
         host = t.detach().cpu()
         buf = np.ascontiguousarray(_raw_view(host))
         return buf, ((lambda: self._store(t, buf)) if write else None)

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtype as _dt
 from ..tensor import Tensor
-from ._base import ReduceOp, Work
+from ._base import ReduceOp, Work, stage_view
 from ._mpi import MpiCommunicator
 
 
@@ -94,23 +94,7 @@ class NcclCommunicator(MpiCommunicator):
     def _stage(self, t: Tensor, write: bool):
         if t.device.type != "cuda":
             return super()._stage(t, write)
-        view = self._raw_device(t)
-        if t._contig:
-            if not write:
-                return view, None
-            storage = t._storage
-
-            def bump():
-                storage.version += 1
-            return view, bump
-        buf = self._cupy.ascontiguousarray(view)
-        if not write:
-            return buf, None
-
-        def back():
-            view[...] = buf
-            t._storage.version += 1
-        return buf, back
+        return stage_view(t, self._raw_device(t), self._cupy.ascontiguousarray, write)
 
     def _store(self, t: Tensor, buf) -> None:
         if t.device.type == "cuda" and self._on_gpu(buf):
