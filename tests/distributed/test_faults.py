@@ -69,6 +69,14 @@ def test_mismatch_detection_and_argument_errors():
     attempt("root", lambda: dist.broadcast(st.ones(2), src=r))
     attempt("kind", lambda: dist.all_reduce(st.ones(2)) if r else dist.broadcast(st.ones(2), 0))
     attempt("after", lambda: dist.all_reduce(st.ones(2)))  # the world still works
+    # 4-byte elements start the data with the check: a mismatch leaves it pending, large
+    # messages included, and the world moves on to a fresh communicator
+    attempt("big", lambda: dist.all_reduce(st.ones((1 << 20) + 7 * r)))
+    attempt("int_float", lambda: dist.all_reduce(st.ones(1 << 18, dtype=st.int32 if r
+                                                         else st.float32)))
+    after = st.full((1 << 20,), float(r + 1))
+    attempt("after_big", lambda: dist.all_reduce(after))
+    res["after_big_value"] = after[:2].tolist() + after[-1:].tolist()
     attempt("avg_int", lambda: dist.all_reduce(st.ones(2, dtype=st.int64), op="avg"))
     attempt("list", lambda: dist.all_gather([st.ones(2)], st.ones(2)))
     attempt("list_shape", lambda: dist.all_gather([st.ones(2), st.ones(3)], st.ones(2)))
@@ -108,6 +116,11 @@ def test_mismatch_detection_and_argument_errors():
         assert res["root"].startswith("DistributedError: broadcast:") and "src 1" in res["root"]
         assert res["kind"].startswith("DistributedError: ")
         assert res["after"] == "ok" and res["unchecked"] == "ok"
+        assert res["big"].startswith("DistributedError: all_reduce: the ranks called it with ")
+        assert "rank 0: shape (1048576,)" in res["big"] and "rank 1: shape (1048583,)" in \
+            res["big"]
+        assert "dtype int32" in res["int_float"] and "dtype float32" in res["int_float"]
+        assert res["after_big"] == "ok" and res["after_big_value"] == [3.0, 3.0, 3.0]
         assert res["avg_int"] == ("TypeError: all_reduce: ReduceOp.AVG needs a floating-point "
                                   "tensor, got int64 (use SUM and divide)")
         assert res["list"].startswith("ValueError: all_gather: tensor_list must be a list of 2")

@@ -16,7 +16,15 @@ import numpy as np
 
 from .. import dtype as _dt
 from ..tensor import Tensor
-from ._base import Communicator, DistributedError, ReduceOp, Work, stage_view
+from ._base import (
+    Communicator,
+    DistributedError,
+    ReduceOp,
+    Work,
+    _describe,
+    _polls_done,
+    stage_view,
+)
 
 _MPI = None
 
@@ -40,15 +48,29 @@ def load():
 # letting the buffers be freed could corrupt memory before the job is aborted.
 _orphans: list = []
 
+class _MpiWork(Work):
+    """A Work polling mpi4py request(s); on timeout the requests and buffers are kept."""
+
+    __slots__ = ("_reqs",)
+
+    def __init__(self, name: str, reqs, timeout: float, keep, poll=None):
+        if poll is None:
+            poll = (lambda: _MPI.Request.Testall(reqs)) if isinstance(reqs, list) else reqs.Test
+        super().__init__(name, poll, timeout, on_timeout=self._orphan, keep=keep)
+        self._reqs = reqs
+
+    def _orphan(self) -> None:
+        _orphans.append((self._reqs, self._keep))
+
 
 def _work(name: str, reqs, timeout: float, keep) -> Work:
-    MPI = _MPI
-    if isinstance(reqs, list):
-        def poll():
-            return MPI.Request.Testall(reqs)
-    else:
-        poll = reqs.Test
-    return Work(name, poll, timeout, on_timeout=lambda: _orphans.append((reqs, keep)), keep=keep)
+    return _MpiWork(name, reqs, timeout, keep)
+
+
+def _wait(name: str, req, timeout: float, keep) -> None:
+    """Block until one request completes (DistributedError after timeout)."""
+    if not req.Test() and not _polls_done(req.Test):
+        _MpiWork(name, req, timeout, keep).wait()
 
 
 def _bf16_to_f32(a: np.ndarray) -> np.ndarray:
@@ -166,7 +188,61 @@ class MpiCommunicator(Communicator):
         self._bool_ops = {ReduceOp.SUM: MPI.MAX, ReduceOp.MAX: MPI.MAX,
                           ReduceOp.MIN: MPI.MIN, ReduceOp.PRODUCT: MPI.MIN}
         self._half_ops: dict = {}
+        # The agreement check: one persistent all-reduce (MPI 4), which costs about half of
+        # a nonblocking one per call; a plain Iallreduce where the library lacks them
+        self._mine = np.zeros(2, np.int64)
         self._pair = np.zeros(2, np.int64)
+        try:
+            self._check_req = mpi_comm.Allreduce_init([self._mine, MPI.INT64_T],
+                                                      [self._pair, MPI.INT64_T], MPI.MAX)
+        except (AttributeError, NotImplementedError, MPI.Exception):
+            self._check_req = None
+        self._plans: dict = {}
+
+    # ---- the blocking all-reduce of a host tensor ---------------------------------------------
+    def all_reduce(self, tensor: Tensor, op=ReduceOp.SUM, async_op: bool = False):
+        # The call a training loop makes every step, with as little Python as possible: a
+        # poll of MPI is cheap, but each line run between polls delays the peer too. The
+        # checks and arguments are worked out once per (shape, dtype, op, backend) into a
+        # plan; every other case goes through Communicator.all_reduce.
+        if async_op or op.__class__ is not ReduceOp or not isinstance(tensor, Tensor) \
+                or not tensor._contig:
+            return super().all_reduce(tensor, op, async_op)
+        plan = self._plans.get((tensor._shape, tensor.dtype, op, tensor._be))
+        if plan is None:
+            if self.size == 1 or not hasattr(tensor._be, "view_numpy"):
+                return super().all_reduce(tensor, op, async_op)
+            plan = self._plan(tensor, op)
+        h, mtype, mop, n, sent = plan
+        storage = tensor._storage
+        arr = storage.array
+        off = tensor._offset
+        buf = arr if off == 0 and arr.shape[0] == n else arr[off:off + n]
+        if self.check:
+            # the agreement check must finish first: MPI can abort the job on a data
+            # all-reduce whose ranks disagree on the element size
+            if not self._agree_hash(h, "all_reduce"):
+                self._disagree("all_reduce", f"{_describe(tensor)} op {op.name}")
+        _wait("all_reduce", self.mpi.Iallreduce(_MPI.IN_PLACE, [buf, mtype], mop), self.timeout,
+              buf)
+        if op is ReduceOp.AVG:
+            self._average(buf, tensor.dtype)
+        storage.version += 1
+        self.bytes_sent += sent
+        return None
+
+    def _plan(self, t: Tensor, op: ReduceOp):
+        name = "all_reduce"
+        self._reducible(name, t.dtype, op)
+        h = self._key_digest(name, (name, t._shape, t.dtype, op),
+                             lambda: f"{_describe(t)} op {op.name}")
+        n = t.numel()
+        sent = 2 * (self.size - 1) * n * t.dtype.itemsize // self.size
+        plan = (h, self._types[t.dtype.name], self._mpi_op(op, t.dtype), n, sent)
+        if len(self._plans) > 1024:
+            self._plans.clear()
+        self._plans[(t._shape, t.dtype, op, t._be)] = plan
+        return plan
 
     # ---- staging -----------------------------------------------------------------------------
     def _stage(self, t: Tensor, write: bool):
@@ -213,11 +289,23 @@ class MpiCommunicator(Communicator):
             buf /= buf.dtype.type(self.size)
 
     def _agree_hash(self, h: int, name: str) -> bool:
-        pair = self._pair
-        pair[0], pair[1] = h, -h
+        mine, pair = self._mine, self._pair
         # max of h and max of -h (minus the min of h) in one round trip
-        _work(name, self.mpi.Iallreduce(_MPI.IN_PLACE, [pair, _MPI.INT64_T], _MPI.MAX),
-              self.timeout, pair).wait()
+        mine[0] = h
+        mine[1] = -h
+        req = self._check_req
+        if req is None:
+            req = self.mpi.Iallreduce([mine, _MPI.INT64_T], [pair, _MPI.INT64_T], _MPI.MAX)
+        else:
+            req.Start()
+        try:
+            _wait(name, req, self.timeout, (mine, pair))
+        except DistributedError:
+            # the persistent request is still active (and now kept in _orphans); later
+            # checks start new ones
+            self._check_req = None
+            self._mine, self._pair = mine.copy(), pair.copy()
+            raise
         return pair[0] == h and pair[1] == -h
 
     def _allgather_text(self, text: str) -> list:
@@ -284,8 +372,7 @@ class MpiCommunicator(Communicator):
         def poll():
             return req.Test(status)
 
-        w = Work(name, poll, self.timeout, on_timeout=lambda: _orphans.append((req, buf)),
-                 keep=buf)
+        w = _MpiWork(name, req, self.timeout, buf, poll)
 
         def check():
             got = status.Get_count(_MPI.BYTE)
@@ -303,5 +390,8 @@ class MpiCommunicator(Communicator):
         for mop in self._half_ops.values():
             mop.Free()
         self._half_ops.clear()
+        if self._check_req is not None:
+            self._check_req.Free()
+            self._check_req = None
         if self.mpi != _MPI.COMM_WORLD and self.mpi != _MPI.COMM_NULL:
             self.mpi.Free()
