@@ -69,8 +69,8 @@ def test_mismatch_detection_and_argument_errors():
     attempt("root", lambda: dist.broadcast(st.ones(2), src=r))
     attempt("kind", lambda: dist.all_reduce(st.ones(2)) if r else dist.broadcast(st.ones(2), 0))
     attempt("after", lambda: dist.all_reduce(st.ones(2)))  # the world still works
-    # 4-byte elements start the data with the check: a mismatch leaves it pending, large
-    # messages included, and the world moves on to a fresh communicator
+    # the blocking fast path (plans per shape) catches large and same-itemsize mismatches
+    # before any data moves, and the world keeps working
     attempt("big", lambda: dist.all_reduce(st.ones((1 << 20) + 7 * r)))
     attempt("int_float", lambda: dist.all_reduce(st.ones(1 << 18, dtype=st.int32 if r
                                                          else st.float32)))
