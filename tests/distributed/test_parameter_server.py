@@ -154,6 +154,41 @@ report({"errors": errors, "bsp": bsp_vs_single(1), "downpour": train("downpour")
 
 
 @needs_mpi
+def test_half_precision_parameters_train_in_their_dtype():
+    # bfloat16 has no numpy type: parameters and gradients travel as their raw 2-byte
+    # elements and the server averages with our ops (float32 accumulation)
+    body = COMMON + """
+out = {}
+for dtype in (st.bfloat16, st.float16):
+    model = make_model().to(dtype)
+    ps = ParameterServer(model, lambda p: optim.SGD(p, lr=0.05), mode="bsp", timeout=30)
+    if ps.is_server:
+        ps.run_server()
+        out[dtype.name] = {"version": ps.version,
+                           "dtypes": sorted({v.dtype.name for v in ps._values})}
+        continue
+    rows = len(X) // 2
+    me = slice(ps.rank * rows, (ps.rank + 1) * rows)
+    x, y = st.tensor(X[me]).to(dtype), st.tensor(Y[me]).to(dtype)
+    losses = [ps.step(mse(model, x, y)) for _ in range(20)]
+    ps.close()
+    out[dtype.name] = {"first": losses[0], "last": losses[-1],
+                       "dtypes": sorted({p.dtype.name for p in model.parameters()}),
+                       "params": [p.float().detach().numpy().tolist() for p in model.parameters()]}
+report(out)
+"""
+    out, _ = run(3, body, timeout=55)
+    for name in ("bfloat16", "float16"):
+        assert out[2][name] == {"version": 20, "dtypes": [name]}
+        for rank in (0, 1):
+            r = out[rank][name]
+            assert r["dtypes"] == [name]
+            assert r["last"] < 0.5 * r["first"], (name, rank, r["first"], r["last"])
+        # BSP: both workers hold the server's parameters, bit for bit
+        assert out[0][name]["params"] == out[1][name]["params"]
+
+
+@needs_mpi
 def test_four_ranks_two_servers_and_worker_groups():
     body = COMMON + """
 report({"bsp2": bsp_vs_single(2),

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..autograd import no_grad
-from ..creation import from_numpy
 from ..tensor import Tensor
+from ._mpi import _host_tensor, _raw_view
 
 __all__ = ["MODES", "ParameterServer", "Slice", "plan_slices"]
 
@@ -102,14 +102,37 @@ def plan_slices(shapes: Iterable[tuple], servers: int) -> list[Slice]:
             for i, (p, start, stop, n) in enumerate(pieces)]
 
 
-def _write(t: Tensor, a: np.ndarray) -> None:
-    """Overwrite t's values with a (bumping its version, on any device)."""
-    with no_grad():
-        t.copy_(from_numpy(np.ascontiguousarray(a, dtype=a.dtype)).to(t.device))
-
-
 def _host(t: Tensor) -> np.ndarray:
-    return np.ascontiguousarray(t.detach().numpy(force=True))
+    """A contiguous host copy of t's elements as stored (bfloat16 as its uint16 bits), which is
+    what travels: the wire and the slicing never interpret the values."""
+    h = t.detach()
+    if not hasattr(h._be, "view_numpy"):
+        h = h.cpu()
+    return np.array(_raw_view(h), copy=True, order="C")
+
+
+def _tensor(a: np.ndarray, dtype) -> Tensor:
+    """A CPU tensor of dtype over a copy of the raw elements in a."""
+    return _host_tensor(np.array(a, copy=True), dtype)
+
+
+def _write(t: Tensor, a: np.ndarray) -> None:
+    """Overwrite t's values with the raw elements a (bumping its version, on any device)."""
+    with no_grad():
+        t.copy_(_tensor(a, t.dtype).to(t.device))
+
+
+def _mean(arrays: list, dtype) -> np.ndarray:
+    """The element-wise mean of raw arrays of dtype, computed by our ops (half precision
+    accumulates in float32), as raw elements again."""
+    acc = None
+    for a in arrays:
+        x = _tensor(a, dtype)
+        if dtype.itemsize == 2:
+            x = x.float()
+        acc = x if acc is None else acc + x
+    acc = acc / len(arrays)
+    return _host(acc.to(dtype) if acc.dtype is not dtype else acc)
 
 
 def _as_bytes(a: np.ndarray) -> np.ndarray:
@@ -210,7 +233,7 @@ class ParameterServer:
         if self.is_server:
             ordinal = self.rank - n_workers
             self._mine = [s for s in self.slices if s.server == ordinal]
-            self._values = [from_numpy(self._view(s).copy()).requires_grad_(True)
+            self._values = [_tensor(self._view(s), params[s.param].dtype).requires_grad_(True)
                             for s in self._mine]
             self.optimizer = optimizer_factory(self._values) if self._values else None
 
@@ -262,12 +285,12 @@ class ParameterServer:
         grads = []
         for p in self.params:
             g = p.grad
-            grads.append(np.zeros(tuple(p.shape), dtype=_host(p).dtype) if g is None
-                         else _host(g).copy())
+            grads.append(np.zeros(tuple(p.shape), dtype=p.dtype.storage) if g is None
+                         else _host(g))
             p.grad = None
         if self._group_size > 1:
             for i, g in enumerate(grads):
-                t = from_numpy(g)
+                t = _tensor(g, self.params[i].dtype)
                 self._dist.all_reduce(t, op=self._dist.ReduceOp.AVG, group=self._group)
                 grads[i] = _host(t)
         self.clock += 1
@@ -286,7 +309,7 @@ class ParameterServer:
         """Fetch the servers' parameters into the model (waiting as the mode requires); the
         group leader then shares them with its group."""
         self._require_worker("pull_parameters")
-        hosts = [_host(p).copy() for p in self.params]
+        hosts = [_host(p) for p in self.params]
         if self.is_leader:
             recvs, replies = [], []
             for k, server in enumerate(self.server_ranks):
@@ -311,7 +334,7 @@ class ParameterServer:
                     hosts[s.param].reshape(rows, -1)[s.start:s.stop] = buf
         for p, h in zip(self.params, hosts):
             if self._group_size > 1:
-                t = from_numpy(h)
+                t = _tensor(h, p.dtype)
                 self._dist.broadcast(t, self._leader, group=self._group)
                 h = _host(t)
             _write(p, h)
@@ -362,7 +385,7 @@ class ParameterServer:
             if src not in pushes:
                 raise self._error(f"message from rank {src}, which is not a group leader")
             if kind == _PUSH:
-                grads = [np.empty_like(v.detach().numpy()) for v in self._values]
+                grads = [np.empty(tuple(v.shape), v.dtype.storage) for v in self._values]
                 self._wait([self._mpi.Irecv(_as_bytes(g), source=src, tag=_grad_tag(s.index))
                             for g, s in zip(grads, self._mine)], f"gradients from rank {src}")
                 pushes[src] += 1
@@ -379,8 +402,8 @@ class ParameterServer:
             if self.mode == "bsp":
                 while active and all(queued[c] for c in active):
                     batch = [queued[c].popleft() for c in active]
-                    self._apply([sum(g[i] for g in batch) / len(batch)
-                                 for i in range(len(self._values))])
+                    self._apply([_mean([g[i] for g in batch], v.dtype)
+                                 for i, v in enumerate(self._values)])
             slowest = min((pushes[c] for c in active), default=None)
             waiting = []
             for c in pulls:
@@ -400,7 +423,7 @@ class ParameterServer:
 
     def _apply(self, grads: list[np.ndarray]) -> None:
         for v, g in zip(self._values, grads):
-            v.grad = from_numpy(g)
+            v.grad = _tensor(g, v.dtype)
         if self.optimizer is not None:
             self.optimizer.step()
         self.version += 1
@@ -408,4 +431,4 @@ class ParameterServer:
     def _reply(self, client: int, slowest: int) -> None:
         self._isend(np.array([self.version, slowest], dtype=np.int64), client, _REPLY)
         for v, s in zip(self._values, self._mine):
-            self._isend(v.detach().numpy().copy(), client, _param_tag(s.index))
+            self._isend(_host(v), client, _param_tag(s.index))
