@@ -24,11 +24,26 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 $PY --version
 nvcc --version | tail -1
 
-if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+# mpi4py and mpich (the distributed tests) go to a prefix of their own: mpich's wheel puts
+# libmpi and mpiexec in data folders that an install with --target leaves out
+MPI_PREFIX=/tmp/st_mpi
+mpi_wheels=$(ls "$WHEELS"/mpi4py-*.whl "$WHEELS"/mpich-*.whl 2>/dev/null)
+other_wheels=$(ls "$WHEELS"/*.whl 2>/dev/null | grep -v -e '/mpi4py-' -e '/mpich-')
+if [ -n "$other_wheels" ]; then
   stamp "installing carried wheels from $WHEELS"
-  $PY -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$WHEELS"/*.whl || exit 1
+  $PY -m pip install -q --no-index --no-deps --no-compile --target "$SITE" $other_wheels || exit 1
 fi
 export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
+if [ -n "$mpi_wheels" ]; then
+  stamp "installing mpi4py and mpich into $MPI_PREFIX"
+  if $PY -m pip install -q --no-index --no-deps --no-compile --prefix "$MPI_PREFIX" \
+      $mpi_wheels; then
+    MPI_SITE=$($PY -c "import sysconfig; print(sysconfig.get_path('purelib', vars={'base': '$MPI_PREFIX', 'platbase': '$MPI_PREFIX'}))")
+    export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$MPI_SITE
+    export PATH=$MPI_PREFIX/bin:$PATH
+    export LD_LIBRARY_PATH=$MPI_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
+fi
 
 # Machine code for the GPU at hand only: a third of the full build's compile time.
 arch=$($PY -c "import cupy; print(''.join(map(str, cupy.cuda.Device(0).compute_capability)))" \
@@ -57,8 +72,16 @@ stamp "CUDA backend tests (parity with the CPU, transfers, errors, interchange)"
 timeout 120 $PY -m pytest tests/test_cuda_backend.py tests/test_cuda_build.py tests/test_dlpack.py \
   -q -p no:cacheprovider -rfE --tb=short 2>&1 | tee "$OUT/cuda_tests.log" | tail -60
 
+stamp "distributed: the NCCL backend on this GPU (its calls, then the collectives suite)"
+if $PY -c "import mpi4py" 2>/dev/null; then
+  timeout 150 $PY -m pytest tests/distributed/test_collectives.py -k nccl -q -p no:cacheprovider -rfEs \
+    --tb=short 2>&1 | tee "$OUT/distributed.log" | tail -30
+else
+  echo "mpi4py not installed (carry its cp312 wheel and mpich's in $WHEELS): left out"
+fi
+
 stamp "whole suite on SINGA_TENSOR_DEVICE=cuda"
-SINGA_TENSOR_DEVICE=cuda timeout 200 $PY -m pytest tests -q -p no:cacheprovider -rf \
+SINGA_TENSOR_DEVICE=cuda timeout 200 $PY -m pytest tests --ignore=tests/distributed -q -p no:cacheprovider -rf \
   --tb=line --maxfail=400 >"$OUT/suite.log" 2>&1
 grep -E "^(FAILED|ERROR)" "$OUT/suite.log" | cut -c1-220 | head -60
 tail -3 "$OUT/suite.log"

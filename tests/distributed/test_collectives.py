@@ -199,3 +199,60 @@ def test_collectives_nccl():  # pragma: no cover - needs GPUs
     n = min(2, cupy.cuda.runtime.getDeviceCount())
     out, _ = run(n, BODY, timeout=120, args=["cuda"])
     _check(out, n)
+
+
+def _nccl_usable() -> bool:
+    if not st.cuda.is_available():
+        return False
+    try:
+        from cupy.cuda import nccl  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _nccl_usable(), reason="no CUDA device with NCCL: NCCL backend not run")
+def test_nccl_calls_on_one_gpu():  # pragma: no cover - needs a GPU
+    # One GPU cannot host two NCCL ranks, and the collectives skip the wire on one rank, so
+    # this drives the backend's own calls through a world of one: every NCCL collective, every
+    # dtype and op, the event-polled Work and the device staging
+    import numpy as np
+
+    import singa_tensor.distributed as dist
+    from singa_tensor.distributed import ReduceOp
+
+    dist.init_process_group(backend="nccl", timeout=30)
+    comm = dist.get_communicator()
+    assert comm.backend == "nccl" and comm.size == 1
+    base = np.array([[1, 2, 3], [4, 5, 6]])
+    for dt in ("float32", "float64", "int32", "int64", "float16", "bfloat16", "bool"):
+        dtype = getattr(st, dt)
+        a = base % 2 == 0 if dt == "bool" else base
+        for op in ReduceOp:
+            if op is ReduceOp.AVG and dt in ("int32", "int64", "bool"):
+                continue
+            t = st.tensor(a, dtype=dtype, device="cuda")
+            buf, back = comm._stage(t, True)
+            assert comm._on_gpu(buf)
+            assert comm._allreduce("all_reduce", buf, op, dtype).wait() is True
+            if back is not None:
+                back()
+            assert t.cpu().float().tolist() == st.tensor(a, dtype=dtype).float().tolist(), \
+                (dt, op)
+        t = st.tensor(a, dtype=dtype, device="cuda")
+        buf, _ = comm._stage(t, True)
+        comm._bcast("broadcast", buf, 0).wait()
+        comm._reduce("reduce", buf, ReduceOp.MAX, 0, dtype).wait()
+        recv = comm._empty(buf, (1,) + tuple(buf.shape))
+        comm._allgather("all_gather", buf, recv).wait()
+        assert (recv[0] == buf).all()
+        out = comm._empty(buf, tuple(buf.shape))
+        comm._reduce_scatter("reduce_scatter", recv, out, ReduceOp.SUM, dtype).wait()
+        assert (out == buf).all()
+        assert t.cpu().float().tolist() == st.tensor(a, dtype=dtype).float().tolist(), dt
+    import cupy
+
+    arr = cupy.arange(6, dtype=cupy.float32)
+    comm.allreduce_array(arr, op="avg")
+    assert arr.tolist() == list(range(6))
+    dist.destroy_process_group()
