@@ -25,6 +25,9 @@ struct Cache {
   int64_t cached = 0;
   int64_t allocated = 0;
   int64_t limit = int64_t(4) << 30;
+  // high-water marks since the last st_reset_peak_bytes: blocks in use, and in use or cached
+  int64_t peak_allocated = 0;
+  int64_t peak_reserved = 0;
 };
 
 Cache& cache() {
@@ -62,6 +65,8 @@ void* allocate(size_t bytes) {
       c.cached -= int64_t(cls);
     }
     c.allocated += int64_t(cls);
+    if (c.allocated > c.peak_allocated) c.peak_allocated = c.allocated;
+    if (c.allocated + c.cached > c.peak_reserved) c.peak_reserved = c.allocated + c.cached;
   }
   if (!block) {
     block = fresh(cls);
@@ -110,6 +115,23 @@ int64_t st_cached_bytes(void) {
 int64_t st_allocated_bytes(void) {
   std::lock_guard<std::mutex> lock(st::cache().mu);
   return st::cache().allocated;
+}
+
+int64_t st_peak_allocated_bytes(void) {
+  std::lock_guard<std::mutex> lock(st::cache().mu);
+  return st::cache().peak_allocated;
+}
+
+int64_t st_peak_reserved_bytes(void) {
+  std::lock_guard<std::mutex> lock(st::cache().mu);
+  return st::cache().peak_reserved;
+}
+
+void st_reset_peak_bytes(void) {
+  st::Cache& c = st::cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.peak_allocated = c.allocated;
+  c.peak_reserved = c.allocated + c.cached;
 }
 
 void st_empty_cache(void) {

@@ -320,6 +320,10 @@ ST_CAST_TYPES(ST_DECL_ALLOC, _)
 void st_free(void* p);
 int64_t st_cached_bytes(void);
 int64_t st_allocated_bytes(void);
+/* high-water marks of st_allocated_bytes and of allocated + cached since the last reset */
+int64_t st_peak_allocated_bytes(void);
+int64_t st_peak_reserved_bytes(void);
+void st_reset_peak_bytes(void);
 void st_empty_cache(void);
 void st_set_cache_limit(int64_t bytes);
 

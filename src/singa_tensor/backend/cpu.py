@@ -141,6 +141,16 @@ def allocated_bytes() -> int:
     return lib.st_allocated_bytes()
 
 
+def peak_bytes() -> tuple[int, int]:
+    """High-water marks since reset_peak_bytes(): (bytes in use, bytes in use or cached) by the
+    caching allocator (buffers of 64 KiB or less come from cffi and are not counted)."""
+    return lib.st_peak_allocated_bytes(), lib.st_peak_reserved_bytes()
+
+
+def reset_peak_bytes() -> None:
+    lib.st_reset_peak_bytes()
+
+
 def empty_cache() -> None:
     lib.st_empty_cache()
 
