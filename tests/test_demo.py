@@ -27,7 +27,7 @@ def test_digits_cnn_converges(tmp_path):
     assert again == pytest.approx(acc)
 
 
-def test_model_compile_refuses_graph_mode_and_missing_optimizer():
+def test_model_compile_checks_graph_options_and_missing_optimizer():
     class Net(Model):
         def __init__(self):
             super().__init__()
@@ -40,8 +40,8 @@ def test_model_compile_refuses_graph_mode_and_missing_optimizer():
     with pytest.raises(RuntimeError, match="set an optimizer"):
         net.compile([st.ones(1, 2)], is_train=True)
     net.set_optimizer(optim.SGD(net.parameters(), lr=0.1))
-    with pytest.raises(ValueError, match="graph mode"):
-        net.compile([st.ones(1, 2)], use_graph=True)
+    with pytest.raises(ValueError, match="compile: on_change must be one of"):
+        net.compile([st.ones(1, 2)], use_graph=True, on_change="sometimes")
     net.compile([st.ones(1, 2)], is_train=True)
     w0 = net.fc.weight.detach().clone()
     out, loss = net(st.ones(3, 2), st.tensor([0, 1, 1]))

@@ -84,6 +84,8 @@ _export_ops()
 del _export_ops
 
 from . import datasets, nn, onnx, optim, utils  # noqa: E402  (they build on everything above)
+from . import graph  # noqa: E402
+from .graph import compile  # noqa: E402,A001  (SINGA's and PyTorch's name)
 from .serialization import load, save  # noqa: E402
 
 __all__ = [
@@ -95,5 +97,5 @@ __all__ = [
     "initial_seed", "seed", "random", "randperm", "normal", "uniform", "scalar_tensor",
     "rand_like", "randn_like", "half", "double", "long", "is_tensor", "cuda", "nn", "optim",
     "utils", "save", "load", "datasets", "from_dlpack", "set_default_device",
-    "get_default_device", "onnx",
+    "get_default_device", "onnx", "graph", "compile",
 ]

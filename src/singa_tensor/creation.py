@@ -353,7 +353,7 @@ def _range_fill(n, start, step, d, device) -> Tensor:
     work = d if d in (_dt.float32, _dt.float64, _dt.int32, _dt.int64) else _dt.float64
     t = _new((n,), work, device)
     if n:
-        fn = t._be.kernel(f"st_arange_{work.suffix}")
+        fn = _kernel(t, f"st_arange_{work.suffix}")
         fn(t._storage.ptr, n, start, step)
     return t if work is d else cast(t, d)
 
@@ -400,6 +400,12 @@ def eye(n: int, m: int | None = None, dtype=None, device=None,
     return _finish(t, requires_grad, "eye")
 
 
+def _kernel(t: Tensor, symbol: str):
+    from .ops._registry import kernel_symbol  # here: ops imports this module
+
+    return kernel_symbol(t, symbol)
+
+
 # ---- random ------------------------------------------------------------------------------------
 
 
@@ -421,7 +427,7 @@ def _random_fill(op: str, kind: str, shape, dtype, device, generator, a: float, 
     per_block = 4 if work is _dt.float32 else 2
     seed, offset = _gen(generator)._take((n + per_block - 1) // per_block)
     if n:
-        t._be.kernel(f"st_{kind}_{work.suffix}")(t._storage.ptr, n, seed, offset, a, b)
+        _kernel(t, f"st_{kind}_{work.suffix}")(t._storage.ptr, n, seed, offset, a, b)
     if work is not d:
         from .ops.layout import cast
 
@@ -494,7 +500,7 @@ def randint(low, high=None, size=None, generator=None, dtype=None, device=None) 
     n = t.numel()
     seed, offset = _gen(generator)._take((n + 1) // 2)
     if n:
-        t._be.kernel("st_randint_i64")(t._storage.ptr, n, seed, offset, int(low), int(high))
+        _kernel(t, "st_randint_i64")(t._storage.ptr, n, seed, offset, int(low), int(high))
     d = _dtype_or(dtype, _dt.int64)
     if d is not _dt.int64:
         from .ops.layout import cast
@@ -516,7 +522,7 @@ def randperm(n: int, generator=None, dtype=None, device=None) -> Tensor:
     t = _new((int(n),), _dt.int64, device)
     seed, offset = _gen(generator)._take(int(n))
     if n:
-        t._be.kernel("st_randperm_i64")(t._storage.ptr, int(n), seed, offset)
+        _kernel(t, "st_randperm_i64")(t._storage.ptr, int(n), seed, offset)
     d = _dtype_or(dtype, _dt.int64)
     if d is not _dt.int64:
         from .ops.layout import cast

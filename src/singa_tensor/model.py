@@ -71,22 +71,23 @@ class Model(Module):
         super().__init__()
         self.optimizer = None
         self._compiled = False
+        self._graph = None
 
     def set_optimizer(self, optimizer) -> None:
         """Attach the optimizer that `train_one_batch` uses (as `self.optimizer(loss)`)."""
         self.optimizer = _Update(optimizer)
 
     def compile(self, inputs, is_train: bool = True, use_graph: bool = False,
-                sequential: bool = False) -> None:
-        """Check the model on example inputs and set its mode.
-
-        use_graph (capturing the step once and replaying it) is not part of this version; asking
-        for it raises rather than silently running eagerly.
-        """
-        if use_graph:
-            raise ValueError("compile: graph mode (use_graph=True) is not available in this "
-                             "version; use use_graph=False")
+                sequential: bool = False, **graph_options) -> None:
+        """Check the model on example inputs and set its mode. With use_graph, training calls
+        run train_one_batch in graph mode (see singa_tensor.graph): recorded once, then
+        replayed; graph_options go to st.compile (warmup, on_change, plan_memory, ...)."""
         del sequential  # ops always run in program order here
+        self._graph = None
+        if use_graph:
+            from .graph import CompiledStep
+
+            self._graph = CompiledStep(self.train_one_batch, **graph_options)
         if is_train and self.optimizer is None:
             raise RuntimeError("compile: set an optimizer with set_optimizer() before compiling "
                                "for training")
@@ -107,6 +108,8 @@ class Model(Module):
         if self.training and self._compiled:
             if self.optimizer is None:
                 raise RuntimeError("Model: training needs an optimizer; call set_optimizer()")
+            if self._graph is not None and not kwargs:
+                return self._graph(*args)
             return self.train_one_batch(*args, **kwargs)
         return super().__call__(*args, **kwargs)
 

@@ -26,6 +26,9 @@ REGISTRY: dict[str, type[OpSpec]] = {}
 
 # set by onnx export while it traces a forward pass; None keeps apply() on its fast path
 _tracer = None
+# set by graph capture (singa_tensor.graph) while it records a step: kernels are then handed
+# out wrapped, so that each call is recorded as it runs
+_capture = None
 
 
 class OpSpec:
@@ -139,7 +142,28 @@ def kernel(t: Tensor, op: str, dtype=None):
         if fn is None:
             raise TypeError(f"{op}: not implemented for dtype {dtype.name} on {t.device}")
         _kernel_cache[key] = fn
+    if _capture is not None:
+        return _capture.wrap(fn, f"st_{op}_{dtype.suffix}")
     return fn
+
+
+def kernel_symbol(t: Tensor, symbol: str):
+    """The backend function named symbol for t's device (None if it has none), for kernels
+    whose names do not follow st_<op>_<dtype of t>."""
+    fn = t._be.kernel(symbol)
+    if fn is not None and _capture is not None:
+        return _capture.wrap(fn, symbol)
+    return fn
+
+
+def host_decision(read: Callable, decide: Callable):
+    """read(), a host read of tensor values whose only use is the decision decide(value) (for
+    example, whether indices are in bounds). Outside graph capture this is just read(); while
+    a graph captures, the decision (not the raw values) becomes the replay's guard, so new
+    values that decide the same way replay instead of re-recording."""
+    if _capture is None:
+        return read()
+    return _capture.decision(read, decide)
 
 
 def ptr(t: Tensor):
@@ -195,6 +219,8 @@ def t_kernel_copy(t: Tensor):
     fn = _kernel_cache.get(key)
     if fn is None:
         fn = _kernel_cache[key] = t._be.kernel(t._be.copy_symbol(t.dtype))
+    if _capture is not None:
+        return _capture.wrap(fn, t._be.copy_symbol(t.dtype))
     return fn
 
 
@@ -274,7 +300,9 @@ __all__ = [
     "copy_into",
     "empty_like_shape",
     "int64s",
+    "host_decision",
     "kernel",
+    "kernel_symbol",
     "ptr",
     "register",
     "traced",

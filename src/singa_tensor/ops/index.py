@@ -24,6 +24,7 @@ from ._registry import (
     contiguous,
     copy_into,
     expect_tensor,
+    host_decision,
     kernel,
     ptr,
     register,
@@ -80,8 +81,11 @@ def _check_bounds(op: str, idx: Tensor, dim: int, n: int, wrap: bool) -> Tensor:
     """Raise IndexError for an index outside the dim; wrap negatives where the op allows."""
     if idx.numel() == 0:
         return idx
-    lo, hi = _min_max(idx)
-    if hi >= n or lo < (-n if wrap else 0):
+    lo_ok = -n if wrap else 0
+    # under graph capture only these answers guard the replay, not the index values
+    lo, hi = host_decision(lambda: _min_max(idx),
+                           lambda v: (v[1] >= n or v[0] < lo_ok, v[0] < 0))
+    if hi >= n or lo < lo_ok:
         bad = hi if hi >= n else lo
         raise IndexError(f"{op}: index {bad} is out of bounds for dimension {dim} with size {n}")
     return where(idx < 0, idx + n, idx) if lo < 0 else idx

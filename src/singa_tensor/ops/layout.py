@@ -15,6 +15,7 @@ from ._registry import (
     contiguous,
     copy_into,
     expect_tensor,
+    kernel_symbol,
     ptr,
     register,
 )
@@ -35,7 +36,7 @@ class Cast(OpSpec):
         ctx.src = x.dtype
         xc = contiguous(x)
         out = Tensor._empty(x._shape, dtype, x._device, x._be)
-        fn = x._be.kernel(f"st_cast_{x.dtype.suffix}_{dtype.suffix}")
+        fn = kernel_symbol(x, f"st_cast_{x.dtype.suffix}_{dtype.suffix}")
         fn(ptr(xc), ptr(out), x.numel())
         return out
 

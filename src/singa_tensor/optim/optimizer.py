@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..autograd import enable_grad, no_grad
+from ..ops import _registry
 from ..tensor import Tensor
 
 
@@ -179,9 +180,14 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        capture = _registry._capture
+        if capture is not None:  # a graph records this step: it marks where the update runs
+            capture.begin_update(self)
         with no_grad():
             for group in self.param_groups:
                 self._step_group(group)
+        if capture is not None:
+            capture.end_update(self)
         return loss
 
     def _step_group(self, group: dict) -> None:

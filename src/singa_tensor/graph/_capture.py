@@ -1,0 +1,390 @@
+"""Recording one run of a step: every kernel call with the storages its pointer arguments fall
+in, the storages born during the run, host reads of tensor values (they become guards), draws
+from random generators (a replay draws again) and optimizer updates (a replay may run them
+eagerly when their hyper-parameters changed).
+
+The recorder hooks in for the length of one run only: `ops._registry` hands out wrapped
+kernels while `_registry._capture` is set, and `Tensor._make`, `Tensor._numpy` and
+`Generator._take` are swapped for recording versions and restored afterwards, so eager
+execution pays nothing for graph mode.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import os
+import sys
+
+import cffi
+import numpy as np
+
+from .. import random as _random
+from ..ops import _registry
+from ..tensor import Tensor
+
+_ffi = cffi.FFI()
+_CData = _ffi.CData
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def address(p) -> int:
+    return int(_ffi.cast("uintptr_t", p))
+
+
+class GraphError(RuntimeError):
+    """A step cannot be captured or replayed as asked (the message says why and what to do).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> issubclass(st.graph.GraphError, RuntimeError)
+        True
+    """
+
+
+class Call:
+    """One kernel call: refs lists (argument index, storage id, byte offset) for the pointer
+    arguments that fall in a known storage; the others (shape arrays) are kept as they are."""
+
+    __slots__ = ("symbol", "fn", "args", "refs", "touched")
+
+    def __init__(self, symbol, fn, args, refs, touched):
+        self.symbol, self.fn, self.args, self.refs, self.touched = (
+            symbol, fn, args, refs, touched)
+
+
+class Guard:
+    """A host read at position `pos` (calls before it): replaying must see decide(read()) ==
+    expected, or the step's Python code might take another path."""
+
+    __slots__ = ("pos", "read", "decide", "expected", "storages", "where")
+
+    def __init__(self, pos, read, decide, expected, storages, where):
+        self.pos, self.read, self.decide, self.expected = pos, read, decide, expected
+        self.storages, self.where = storages, where
+
+    def holds(self) -> bool:
+        value = self.read()
+        got = self.decide(value) if self.decide is not None else np.array(value, copy=True)
+        return _same(got, self.expected)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.shape == b.shape and a.dtype == b.dtype and bool(
+            np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    return a == b
+
+
+class RngTake:
+    """A draw of `blocks` counter blocks from generator `gen`; the seed and offset it returned
+    went into argument `arg` (and `arg` + 1) of call `call` (None: no kernel used them)."""
+
+    __slots__ = ("gen", "blocks", "seed", "offset", "call", "arg")
+
+    def __init__(self, gen, blocks, seed, offset):
+        self.gen, self.blocks, self.seed, self.offset = gen, blocks, seed, offset
+        self.call = self.arg = None
+
+
+class Update:
+    """An optimizer.step() that ran between calls [start, end)."""
+
+    __slots__ = ("optimizer", "start", "end", "before", "after", "grads")
+
+    def __init__(self, optimizer, start, before):
+        self.optimizer, self.start, self.before = optimizer, start, before
+        self.end = self.after = None
+        self.grads: list = []
+
+
+def fingerprint(optimizer) -> tuple:
+    """The optimizer's scalar hyper-parameters and scalar per-parameter state: what its update
+    kernels take as arguments and what step() changes on the host (Adam's step count)."""
+    out = []
+    for g in optimizer.param_groups:
+        out.append(tuple((k, v) for k, v in g.items()
+                         if k != "params" and isinstance(v, (int, float, bool, str, tuple))))
+        for p in g["params"]:
+            st = optimizer.state.get(p)
+            if st:
+                out.append(tuple((k, v) for k, v in st.items()
+                                 if isinstance(v, (int, float, bool))))
+    return tuple(out)
+
+
+def _where() -> str:
+    """The op and the user's line that made a host read, for error messages."""
+    inner = outer = None
+    for frame in reversed(_stack()):
+        fname = frame[0]
+        inside = fname.startswith(_PACKAGE)
+        if inside and inner is None and os.sep + "graph" + os.sep not in fname and \
+                not fname.endswith("tensor.py"):
+            inner = frame
+        if not inside:
+            outer = frame
+            break
+    parts = []
+    if inner is not None:
+        parts.append(f"{inner[2]} ({os.path.relpath(inner[0], _PACKAGE)}:{inner[1]})")
+    if outer is not None:
+        parts.append(f"called from {os.path.basename(outer[0])}:{outer[1]}")
+    return " ".join(parts) or "a host read"
+
+
+def _stack() -> list:
+    f = sys._getframe(2)
+    out = []
+    while f is not None:
+        out.append((f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
+        f = f.f_back
+    out.reverse()
+    return out
+
+
+def _storage_types() -> tuple:
+    from ..backend import cpu
+
+    types = [cpu.Storage]
+    cuda = sys.modules.get("singa_tensor.backend.cuda")
+    if cuda is not None and hasattr(cuda, "Storage"):
+        types.append(cuda.Storage)
+    return tuple(types)
+
+
+class Recording:
+    """What one captured run produced."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.storages: list = []  # strong references while recording; id = position
+        self.born: list[bool] = []
+        self.guards: list[Guard] = []
+        self.rng: list[RngTake] = []
+        self.updates: list[Update] = []
+        # storage id -> calls that wrote it, for storages from before the run: seen through
+        # their version counters, which every in-place write bumps after its kernel returns
+        self.writers: dict[int, set] = {}
+        self.backends: dict = {}  # storage id -> backend, for storages born in the run
+        self.devices: dict = {}
+        # storages born with values written from the host (constants made from numpy, uploads):
+        # no recorded call fills them, so they keep their memory and contents
+        self.host_init: set[int] = set()
+
+
+class Recorder:
+    """Active for one run; `with Recorder() as rec:` then `rec.recording`."""
+
+    def __init__(self) -> None:
+        self.recording = Recording()
+        self._sid: dict[int, int] = {}  # id(storage) -> storage id
+        self._bases: list[int] = []  # sorted start addresses of known storages
+        self._span: dict[int, tuple[int, int]] = {}  # start -> (end, storage id)
+        self._wrapped: dict = {}
+        self._reading = 0
+        self._read_tensors: list = []
+        self._open_updates: list[Update] = []
+        self._version: dict[int, int] = {}
+        self._last_touch: dict[int, int] = {}
+
+    # ---- storages ---------------------------------------------------------------------------
+    def add_storage(self, storage, born: bool) -> int:
+        sid = self._sid.get(id(storage))
+        rec = self.recording
+        if sid is not None and rec.storages[sid] is storage:
+            return sid
+        sid = len(rec.storages)
+        rec.storages.append(storage)
+        rec.born.append(born)
+        self._sid[id(storage)] = sid
+        start = address(storage.ptr)
+        end = start + max(int(storage.nbytes), 1)
+        if start not in self._span:
+            bisect.insort(self._bases, start)
+        # every storage seen is held until the run ends, so an address is reused only by a
+        # storage that was never seen; the newer one wins
+        self._span[start] = (end, sid)
+        return sid
+
+    def lookup(self, addr: int):
+        i = bisect.bisect_right(self._bases, addr) - 1
+        if i < 0:
+            return None
+        start = self._bases[i]
+        end, sid = self._span[start]
+        if addr >= end:
+            return None
+        return sid, addr - start
+
+    # ---- kernels ----------------------------------------------------------------------------
+    def wrap(self, fn, symbol: str):
+        key = (id(fn), symbol)
+        w = self._wrapped.get(key)
+        if w is None:
+            def w(*args, _fn=fn, _symbol=symbol):
+                out = _fn(*args)
+                self.record(_symbol, _fn, args)
+                return out
+
+            self._wrapped[key] = (w, fn)  # fn kept: its id stays unique
+        else:
+            w = w[0]
+        return w
+
+    def record(self, symbol: str, fn, args: tuple) -> None:
+        refs, touched = [], set()
+        for i, a in enumerate(args):
+            if isinstance(a, _CData) and _ffi.typeof(a).kind in ("pointer", "array"):
+                hit = self.lookup(address(a))
+                if hit is not None:
+                    refs.append((i, hit[0], hit[1]))
+                    touched.add(hit[0])
+        rec = self.recording
+        self._note_writes(touched)
+        for take in rec.rng:
+            if take.call is None:
+                for i in range(len(args) - 1):
+                    if args[i] == take.seed and args[i + 1] == take.offset and \
+                            type(args[i]) is int:
+                        take.call, take.arg = len(rec.calls), i
+                        break
+        rec.calls.append(Call(symbol, fn, args, refs, frozenset(touched)))
+
+    def _note_writes(self, touched=()) -> None:
+        rec = self.recording
+        storages, born, seen, last = rec.storages, rec.born, self._version, self._last_touch
+        for sid in list(seen):
+            v = storages[sid].version
+            if v != seen[sid]:
+                rec.writers.setdefault(sid, set()).add(last[sid])
+                seen[sid] = v
+        n = len(rec.calls)
+        for sid in touched:
+            if not born[sid]:
+                if sid not in seen:
+                    seen[sid] = storages[sid].version
+                last[sid] = n
+
+    # ---- host reads -------------------------------------------------------------------------
+    def host_read(self, t: Tensor, value) -> None:
+        if self._reading:
+            self._read_tensors.append(t)
+            return
+        sid = self.add_storage(t._storage, False)
+        original = self._orig_numpy
+        self.recording.guards.append(Guard(
+            len(self.recording.calls), lambda: original(t), None, np.array(value, copy=True),
+            frozenset((sid,)), _where()))
+
+    def decision(self, read, decide):
+        self._reading += 1
+        mark = len(self._read_tensors)
+        try:
+            value = read()
+        finally:
+            self._reading -= 1
+        tensors = self._read_tensors[mark:]
+        del self._read_tensors[mark:]
+        sids = frozenset(self.add_storage(t._storage, False) for t in tensors)
+        self.recording.guards.append(Guard(len(self.recording.calls), read, decide,
+                                           decide(value), sids, _where()))
+        return value
+
+    # ---- optimizer updates ------------------------------------------------------------------
+    def begin_update(self, optimizer) -> None:
+        self._open_updates.append(Update(optimizer, len(self.recording.calls),
+                                         fingerprint(optimizer)))
+
+    def end_update(self, optimizer) -> None:
+        u = self._open_updates.pop()
+        u.end = len(self.recording.calls)
+        u.after = fingerprint(optimizer)
+        u.grads = [(p, p.grad) for g in optimizer.param_groups for p in g["params"]]
+        self.recording.updates.append(u)
+
+    # ---- the hooks --------------------------------------------------------------------------
+    def __enter__(self) -> Recorder:
+        if _registry._capture is not None:
+            raise GraphError("graph capture: another capture is already recording (a compiled "
+                             "step cannot call another compiled step)")
+        types = _storage_types()
+        for obj in gc.get_objects():
+            if type(obj) in types:
+                self.add_storage(obj, False)
+        orig_make = Tensor._make
+        orig_numpy = Tensor._numpy
+        orig_take = _random.Generator._take
+        self._orig = (orig_make, orig_numpy, orig_take)
+        self._orig_numpy = orig_numpy
+        sid_of, add = self._sid, self.add_storage
+
+        rec = self.recording
+
+        def make(storage, shape, strides, offset, dtype, device, be=None):
+            t = orig_make(storage, shape, strides, offset, dtype, device, be)
+            if id(storage) not in sid_of:
+                sid = add(storage, True)
+                rec.backends[sid] = t._be
+                rec.devices[sid] = device
+            return t
+
+        def numpy_(t):
+            value = orig_numpy(t)
+            self.host_read(t, value)
+            return value
+
+        def take(gen, blocks):
+            seed, offset = orig_take(gen, blocks)
+            self.recording.rng.append(RngTake(gen, blocks, seed, offset))
+            return seed, offset
+
+        Tensor._make = staticmethod(make)
+        Tensor._numpy = numpy_
+        _random.Generator._take = take
+        self._patched = []
+        for owner, name in _host_writers():
+            self._patch_host_writer(owner, name)
+        _registry._capture = self
+        return self
+
+    def _patch_host_writer(self, owner, name: str) -> None:
+        orig = getattr(owner, name)
+        rec = self.recording
+
+        def mark(result):
+            storage = result._storage if isinstance(result, Tensor) else result
+            rec.host_init.add(self.add_storage(storage, True))
+            return result
+
+        if isinstance(owner, type):
+            def wrapper(obj, *args, **kwargs):
+                return mark(orig(obj, *args, **kwargs))
+        else:
+            def wrapper(*args, **kwargs):
+                return mark(orig(*args, **kwargs))
+        setattr(owner, name, wrapper)
+        self._patched.append((owner, name, orig))
+
+    def __exit__(self, *exc) -> None:
+        self._note_writes()
+        orig_make, orig_numpy, orig_take = self._orig
+        Tensor._make = staticmethod(orig_make)
+        Tensor._numpy = orig_numpy
+        _random.Generator._take = orig_take
+        for owner, name, orig in reversed(self._patched):
+            setattr(owner, name, orig)
+        _registry._capture = None
+        self._wrapped.clear()
+
+
+def _host_writers() -> list:
+    """The functions that make storages whose contents come from the host, not a kernel."""
+    from ..backend import cpu
+
+    out = [(cpu, "from_numpy")]
+    cuda = sys.modules.get("singa_tensor.backend.cuda")
+    if cuda is not None and hasattr(cuda, "CudaBackend"):
+        out += [(cuda.CudaBackend, "transfer"), (cuda.CudaBackend, "from_cupy")]
+    return out

@@ -1,0 +1,266 @@
+"""A recorded step made replayable: storages that outlive the step are kept, the ones that die
+inside it are packed into one arena by their lifetimes, guards are checked (early when they
+depend on the inputs only), random draws are taken again, and optimizer updates whose
+hyper-parameters changed run eagerly.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+from .. import dtype as _dt
+from ..tensor import Tensor
+from ._capture import GraphError, Guard, Recording, _ffi, address, fingerprint
+
+_ALIGN = 64
+
+
+class Block:
+    """A temporary's place in the arena: bytes [offset, offset + nbytes), live from call
+    `first` to call `last` (inclusive)."""
+
+    __slots__ = ("sid", "nbytes", "first", "last", "offset", "be", "device")
+
+    def __init__(self, sid, nbytes, first, last, be, device):
+        self.sid, self.nbytes, self.first, self.last = sid, nbytes, first, last
+        self.be, self.device = be, device
+        self.offset = -1
+
+
+def plan_blocks(blocks: list[Block]) -> int:
+    """Give every block an offset so that blocks alive at the same time never overlap; the
+    arena size. Largest first, each at the lowest gap among the blocks that overlap it in
+    time (greedy best fit, the usual heuristic for this NP-hard packing)."""
+    placed: list[Block] = []
+    for b in sorted(blocks, key=lambda b: (-b.nbytes, b.first)):
+        busy = sorted((p.offset, p.offset + p.nbytes) for p in placed
+                      if p.first <= b.last and b.first <= p.last)
+        at = 0
+        for start, end in busy:
+            if start - at >= b.nbytes:
+                break
+            at = max(at, (end + _ALIGN - 1) // _ALIGN * _ALIGN)
+        b.offset = at
+        placed.append(b)
+    return max((b.offset + b.nbytes for b in blocks), default=0)
+
+
+def check_plan(blocks: list[Block]) -> None:
+    """Raise GraphError if two blocks alive at the same time share a byte."""
+    order = sorted(blocks, key=lambda b: b.offset)
+    for i, a in enumerate(order):
+        for b in order[i + 1:]:
+            if b.offset >= a.offset + a.nbytes:
+                break
+            if a.first <= b.last and b.first <= a.last and a.be is b.be:
+                raise GraphError(f"graph memory plan: temporaries {a.sid} and {b.sid} overlap "
+                                 f"in the arena while both are alive")
+
+
+class Graph:
+    """The replayable form of one Recording (see singa_tensor.graph.compile)."""
+
+    def __init__(self, rec: Recording, backends: dict, devices: dict, inputs: set,
+                 plan_memory: bool = True, poison: bool = False, fuse_fn=None) -> None:
+        calls = rec.calls
+        if fuse_fn is not None:
+            calls = fuse_fn(rec, calls)
+        touched = set()
+        for c in calls:
+            touched |= c.touched
+        for g in rec.guards:
+            touched |= g.storages
+        # which storages outlive the run: drop every reference the recording holds and see
+        # what survives (parameters, gradients, optimizer state, outputs, guard closures)
+        # Storages from before the step and those filled from the host in it (constants) keep
+        # their memory and contents; a storage born in the step that nothing references any
+        # more is a temporary, whose memory the plan may share.
+        born = rec.born
+        self.keep = {}
+        refs = {}
+        for sid in touched:
+            s = rec.storages[sid]
+            if not born[sid] or sid in rec.host_init:
+                self.keep[sid] = s
+                continue
+            try:
+                refs[sid] = weakref.ref(s)
+            except TypeError:  # a storage type without weak references: keep it
+                self.keep[sid] = s
+        nbytes = {sid: int(rec.storages[sid].nbytes) for sid in touched}
+        rec.storages = None
+        s = None
+        gc.collect()
+        temps = set()
+        for sid, ref in refs.items():
+            obj = ref()
+            if obj is None:
+                temps.add(sid)
+            else:
+                self.keep[sid] = obj
+        self.born_kept = [sid for sid in self.keep if born[sid] and sid not in rec.host_init]
+        self.temps = temps
+        # lifetimes of the temporaries, in call positions
+        first, last = {}, {}
+        for i, c in enumerate(calls):
+            for sid in c.touched:
+                if sid in temps:
+                    first.setdefault(sid, i)
+                    last[sid] = i
+        self.blocks = [Block(sid, _round(max(nbytes[sid], 1)), first[sid], last[sid],
+                             backends.get(sid), devices.get(sid)) for sid in first]
+        self.arenas = {}
+        if plan_memory:
+            by_be: dict = {}
+            for b in self.blocks:
+                by_be.setdefault(id(b.be), []).append(b)
+            for bs in by_be.values():
+                size = plan_blocks(bs)
+                arena = Tensor._empty((max(size, 4) // 4,), _dt.float32, bs[0].device,
+                                      bs[0].be)
+                self.arenas[id(bs[0].be)] = arena
+        else:  # every temporary in its own buffer, for comparison and debugging
+            for b in self.blocks:
+                arena = Tensor._empty((max(b.nbytes, 4) // 4,), _dt.float32, b.device, b.be)
+                self.arenas[("own", b.sid)] = arena
+                b.offset = 0
+        self.arena_bytes = sum(4 * a.numel() for a in self.arenas.values())
+        base = {}
+        for b in self.blocks:
+            arena = self.arenas[id(b.be)] if plan_memory else self.arenas[("own", b.sid)]
+            base[b.sid] = address(arena._storage.ptr) + b.offset
+        # the program: argument lists with temporaries pointing into the arena
+        self.calls = []
+        for c in calls:
+            args = list(c.args)
+            for i, sid, off in c.refs:
+                if sid in temps:
+                    args[i] = _ffi.cast("void *", base[sid] + off)
+            self.calls.append((c.fn, args, c.symbol))
+        self.rng = rec.rng
+        self.updates = rec.updates
+        self._split_guards(rec.guards, calls, inputs, born, rec.host_init, rec.writers)
+        self.poison = poison
+        self._program_full = self._build(eager_updates=())
+
+    # ---- guards -----------------------------------------------------------------------------
+    def _split_guards(self, guards: list[Guard], calls, inputs: set, born: list,
+                      host_init: set, writers: dict) -> None:
+        """Guards whose values come from the inputs alone are checked before anything runs,
+        by running the calls they depend on first; a failing one then leaves no trace and
+        the step is recorded again. The others are checked in place."""
+        self.early: list[tuple] = []
+        self.early_guards: list[Guard] = []
+        self.late: dict[int, list[Guard]] = {}
+        # Which call writes what is not known (only which storages it touches), so a call
+        # counts as writing every storage it touches, except the inputs and the constants
+        # made from the host: nothing writes those, and following them would pull in every
+        # later reader of an input.
+        readonly = set(inputs) | set(host_init)
+        for g in guards:
+            need, wanted, seen = set(g.storages) - readonly, [], set(g.storages)
+            for j in range(g.pos - 1, -1, -1):
+                if calls[j].touched & need:
+                    wanted.append(j)
+                    need |= calls[j].touched - readonly
+                    seen |= calls[j].touched
+            # the storages a guard reads were born in the step (kept alive by the guard
+            # itself) or come from outside it: only the first kind is computed from inputs
+            outside = {s for s in seen if s not in self.temps and s not in readonly
+                       and not (s in g.storages and born[s])}
+            # state from before the step (a cached constant, a parameter) is safe to read
+            # early when no call before the guard writes it: it holds then what it held at
+            # the start; the calls run early must not write it either
+            if outside and not any(j < g.pos for s in outside if not born[s]
+                                   for j in writers.get(s, ())):
+                outside = {s for s in outside if born[s]}
+            if not outside:
+                self.early_guards.append(g)
+                self.early.extend(j for j in wanted)
+            else:
+                self.late.setdefault(g.pos, []).append(g)
+        self.early = sorted(set(self.early))
+
+    # ---- programs ---------------------------------------------------------------------------
+    def _build(self, eager_updates) -> list:
+        """(fn, args) pairs to run in order; guards and eager updates appear as calls of
+        bound methods so that one loop runs everything."""
+        skip = {}
+        for u in eager_updates:
+            skip[u.start] = u
+        prog = []
+        dying = {}
+        if self.poison:
+            for b in self.blocks:
+                dying.setdefault(b.last, []).append(b)
+        i, n = 0, len(self.calls)
+        while i <= n:
+            for g in self.late.get(i, ()):
+                prog.append((self._check, (g,)))
+            u = skip.get(i)
+            if u is not None:
+                prog.append((self._eager_update, (u,)))
+                i = u.end
+                continue
+            if i == n:
+                break
+            fn, args, _ = self.calls[i]
+            prog.append((fn, args))
+            for b in dying.get(i, ()):
+                prog.append((self._poison, (b,)))
+            i += 1
+        return prog
+
+    def _check(self, g: Guard) -> None:
+        if not g.holds():
+            raise GraphError(
+                f"graph replay: {g.where} read tensor values on the host while the step was "
+                f"recorded, and now they differ: the step's Python code may depend on them. "
+                f"The step has partly run. Compute such values outside the step, or run "
+                f"this step without a graph")
+
+    def _eager_update(self, u) -> None:
+        for p, grad in u.grads:
+            p.grad = grad
+        u.optimizer.step()
+
+    def _poison(self, b: Block) -> None:
+        arena = self.arenas.get(("own", b.sid)) or self.arenas[id(b.be)]
+        # NaN bits: float32 and float64 both read back NaN, integers read garbage
+        arena[b.offset // 4:(b.offset + b.nbytes) // 4].fill_(float("nan"))
+
+    # ---- replay -----------------------------------------------------------------------------
+    def early_checks_hold(self) -> bool:
+        """Run the calls the early guards depend on, then the guards."""
+        if not self.early_guards:
+            return True
+        calls = self.calls
+        for j in self.early:
+            fn, args, _ = calls[j]
+            fn(*args)
+        return all(g.holds() for g in self.early_guards)
+
+    def replay(self) -> None:
+        calls = self.calls
+        for take in self.rng:
+            seed, offset = take.gen._take(take.blocks)
+            if take.call is not None:
+                args = calls[take.call][1]
+                args[take.arg] = seed
+                args[take.arg + 1] = offset
+        eager = [u for u in self.updates
+                 if u.before != u.after or fingerprint(u.optimizer) != u.before]
+        if eager:
+            prog = self._build(eager)
+        else:
+            prog = self._program_full
+            for u in self.updates:
+                for p, grad in u.grads:
+                    p.grad = grad
+        for fn, args in prog:
+            fn(*args)
+
+
+def _round(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN

@@ -1,0 +1,290 @@
+"""Graph mode (st.compile, Model.compile(use_graph=True)): replayed training equals eager
+training for the MLP, CNN, ResNet-18, an LSTM and a Transformer layer; guards, random draws,
+optimizer updates, the memory plan and bad arguments."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+import singa_tensor as st
+import singa_tensor.nn.functional as F
+from singa_tensor import nn, optim
+from singa_tensor.graph import GraphError
+from singa_tensor.graph._debug import compare
+
+_BENCH = os.path.join(os.path.dirname(__file__), "..", "bench", "bench_train.py")
+_spec = importlib.util.spec_from_file_location("bench_train", _BENCH)
+bench_train = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_train)
+LIB = bench_train.Lib(st, "ours")
+
+
+class SeqModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(20, 8)
+        self.rnn = nn.LSTM(8, 12, num_layers=2)
+        self.fc = nn.Linear(12, 10)
+
+    def forward(self, x):
+        y, _ = self.rnn(self.emb(x))
+        return self.fc(y[-1])
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.1, batch_first=True)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        return self.fc(self.layer(x).mean(1))
+
+
+def _mlp():
+    return bench_train.mlp(LIB)
+
+
+def _cnn():
+    return bench_train.cnn(LIB)
+
+
+def _resnet():
+    return bench_train.resnet18(LIB)
+
+
+MODELS = {
+    "mlp": (_mlp, lambda r: r.standard_normal((16, 784), dtype=np.float32)),
+    "cnn": (_cnn, lambda r: r.standard_normal((4, 3, 32, 32), dtype=np.float32)),
+    "resnet18": (_resnet, lambda r: r.standard_normal((2, 3, 32, 32), dtype=np.float32)),
+    "lstm": (SeqModel, lambda r: r.integers(0, 20, (5, 4)).astype(np.int64)),
+    "transformer": (Encoder, lambda r: r.standard_normal((4, 6, 16), dtype=np.float32)),
+}
+
+
+def _train(name: str, graph: bool, steps: int, opt: str = "sgd", **options):
+    build, make_x = MODELS[name]
+    rng = np.random.default_rng(0)
+    data = [(st.tensor(make_x(rng)), st.tensor(rng.integers(0, 10, 4 if name != "mlp"
+                                                            else 16).astype(np.int64)))
+            for _ in range(steps)]
+    if name in ("cnn", "resnet18"):
+        data = [(x, y[:x.shape[0]]) for x, y in data]
+    st.manual_seed(0)
+    model = build()
+    model.train()
+    o = (optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if opt == "sgd"
+         else optim.Adam(model.parameters(), lr=1e-3))
+    sched = optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5) if opt == "sgd" else None
+
+    def step(x, y):
+        o.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        o.step()
+        return loss
+
+    fn = st.compile(step, **options) if graph else step
+    losses = []
+    for x, y in data:
+        losses.append(fn(x, y).item())
+        if sched is not None:
+            sched.step()
+    params = [p.detach().numpy().copy() for p in model.parameters()]
+    buffers = [b.detach().numpy().copy() for b in model.buffers()]
+    return params, buffers, losses, fn
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_replayed_training_equals_eager(name):
+    steps = 5 if name != "resnet18" else 4
+    pe, be, le, _ = _train(name, False, steps)
+    pg, bg, lg, fn = _train(name, True, steps)
+    assert fn.replays == steps - 2  # one eager warm-up step, one recorded step
+    assert lg == pytest.approx(le, rel=1e-6, abs=1e-6)
+    for a, b in zip(pe + be, pg + bg):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    assert le[-1] != le[0]  # training moved
+
+
+def test_adam_and_scheduler_updates_run_eagerly_when_their_scalars_change():
+    pe, _, le, _ = _train("mlp", False, 5, opt="adam")
+    pg, _, lg, fn = _train("mlp", True, 5, opt="adam")
+    assert fn.replays == 3
+    for a, b in zip(pe, pg):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_memory_plan_never_aliases_live_tensors():
+    # poison fills every temporary with NaN bits once its last call ran: any plan that let
+    # two live tensors share bytes would change the results
+    pe, be, le, _ = _train("resnet18", False, 4)
+    pg, bg, lg, fn = _train("resnet18", True, 4, poison=True)
+    assert lg == pytest.approx(le, rel=1e-6, abs=1e-6)
+    for a, b in zip(pe + be, pg + bg):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    fn.check_plan()
+    graph = fn._latest.graph
+    assert graph.blocks and graph.arena_bytes < sum(b.nbytes for b in graph.blocks)
+
+
+def test_plan_check_catches_an_overlap():
+    from singa_tensor.graph._graph import Block, check_plan, plan_blocks
+
+    blocks = [Block(0, 128, 0, 5, None, None), Block(1, 128, 3, 9, None, None),
+              Block(2, 64, 6, 9, None, None)]
+    size = plan_blocks(blocks)
+    check_plan(blocks)
+    assert blocks[2].offset == 0 and size == 256  # block 2 reuses block 0's bytes
+    blocks[1].offset = 64
+    with pytest.raises(GraphError, match="overlap in the arena while both are alive"):
+        check_plan(blocks)
+
+
+def test_shape_change_records_again_or_raises():
+    w = st.ones(3, requires_grad=True)
+
+    def f(x):
+        return (w * x).sum(0)
+
+    step = st.compile(f, warmup=0)
+    assert step(st.ones(2, 3)).tolist() == [2.0, 2.0, 2.0]
+    assert step(st.ones(4, 3)).tolist() == [4.0, 4.0, 4.0]
+    assert step(st.full((2, 3), 3.0)).tolist() == [6.0, 6.0, 6.0]
+    assert len(step.graphs) == 2 and step.replays == 1
+    strict = st.compile(f, warmup=0, on_change="raise")
+    strict(st.ones(2, 3))
+    with pytest.raises(GraphError, match=r"recorded for inputs \(\(2, 3\) float32 cpu\) and "
+                                         r"is now called with \(\(4, 3\) float32 cpu\)"):
+        strict(st.ones(4, 3))
+    with pytest.raises(GraphError, match="recorded for inputs"):
+        strict(st.ones(2, 3, dtype=st.float64))
+
+
+def test_guards_from_inputs_record_again_and_others_explain():
+    # cross_entropy checks targets on the host: with an ignored target the Python path
+    # changes, and since the check depends on the targets alone the step records again
+    logits = st.randn(4, 3, requires_grad=True)
+    step = st.compile(lambda y: F.cross_entropy(logits, y, ignore_index=-1), warmup=0)
+    y1 = st.tensor([0, 1, 2, 1])
+    y2 = st.tensor([0, -1, 2, 1])
+    for y in (y1, y1, y2, y2, y1):
+        assert step(y).item() == pytest.approx(F.cross_entropy(logits, y,
+                                                               ignore_index=-1).item())
+    assert step._latest.records == 3
+    # a decision on a constant and the inputs is checked early: the step records again
+    w = st.ones(2)
+
+    def data_dependent(x):
+        return x * 2 if (w * x).sum().item() > 0 else x * 3
+
+    g = st.compile(data_dependent, warmup=0)
+    assert [g(v).tolist() for v in (st.ones(2), st.ones(2), -st.ones(2))] == \
+        [[2.0, 2.0], [2.0, 2.0], [-3.0, -3.0]]
+    assert g._latest.records == 2
+    # a decision on state the step itself changes first cannot be checked early: it raises
+    s = st.zeros(2)
+
+    def stateful(x):
+        s.add_(x)
+        return x * 2 if s.sum().item() < 3 else x * 3
+
+    h = st.compile(stateful, warmup=0)
+    assert h(st.ones(2)).tolist() == [2.0, 2.0]  # recorded: s is 1
+    with pytest.raises(GraphError, match=r"called from test_graph.py:\d+ read tensor values on "
+                                         r"the host while the step was recorded, and now they "
+                                         r"differ"):
+        h(st.ones(2))  # s is 2: the sum reads 4
+    assert s.tolist() == [2.0, 2.0]  # the step had partly run, as the message says
+
+
+def test_index_bounds_guard_on_the_decision_not_the_values():
+    emb = nn.Embedding(10, 4)
+    step = st.compile(lambda i: emb(i).sum(), warmup=0)
+    for ids in ([1, 2, 3], [9, 0, 4], [5, 5, 5]):
+        assert step(st.tensor(ids)).item() == pytest.approx(emb(st.tensor(ids)).sum().item())
+    assert step._latest.records == 1 and step.replays == 2
+    # an index out of range records again, and the eager run raises as always
+    with pytest.raises(IndexError, match="index 10 is out of bounds"):
+        step(st.tensor([1, 10, 2]))
+
+
+def test_dropout_draws_again_on_every_replay():
+    st.manual_seed(3)
+    eager = [F.dropout(st.ones(64), 0.5).tolist() for _ in range(4)]
+    st.manual_seed(3)
+    step = st.compile(lambda x: F.dropout(x, 0.5), warmup=1)
+    got = [step(st.ones(64)).tolist() for _ in range(4)]
+    assert got == eager and got[2] != got[3]
+
+
+def test_model_compile_use_graph_trains_like_eager():
+    from singa_tensor.model import Model
+
+    class Net(Model):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(6, 16), nn.Linear(16, 3)
+
+        def forward(self, x):
+            return self.fc2(st.relu(self.fc1(x)))
+
+    rng = np.random.default_rng(1)
+    data = [(st.tensor(rng.standard_normal((8, 6), dtype=np.float32)),
+             st.tensor(rng.integers(0, 3, 8).astype(np.int64))) for _ in range(6)]
+    results = []
+    for use_graph in (False, True):
+        st.manual_seed(0)
+        net = Net()
+        net.set_optimizer(optim.SGD(net.parameters(), lr=0.1, momentum=0.9))
+        net.compile([data[0][0]], is_train=True, use_graph=use_graph)
+        losses = [net(x, y)[1].item() for x, y in data]
+        results.append((losses, [p.detach().numpy().copy() for p in net.parameters()]))
+    assert results[0][0] == pytest.approx(results[1][0], rel=1e-6)
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_side_by_side_debug_names_the_first_differing_call():
+    model = _mlp()
+    o = optim.SGD(model.parameters(), lr=0.1)
+    x, y = st.randn(4, 784), st.tensor([1, 2, 3, 4])
+
+    def step(x, y):
+        o.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        o.step()
+        return loss
+
+    fn = st.compile(step)
+    fn(x, y)
+    fn(x, y)
+    assert compare(fn._latest, (x, y)) is None
+    # corrupt one recorded argument: the comparison must find that very call
+    calls = fn._latest.graph.calls
+    k = next(i for i, c in enumerate(calls) if c[2] == "st_relu_f32")
+    fn_, args, sym = calls[k]
+    calls[k] = (fn_, args[:2] + [args[2] // 2] + args[3:], sym)
+    found = compare(fn._latest, (x, y))
+    assert found is not None and found.startswith(f"call {k} (st_relu_f32)")
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="compile: expected a function, got int"):
+        st.compile(3)
+    with pytest.raises(ValueError, match="on_change must be one of rerecord, raise, got 'x'"):
+        st.compile(lambda: None, on_change="x")
+    with pytest.raises(ValueError, match="warmup must be an int >= 0, got -1"):
+        st.compile(lambda: None, warmup=-1)
+    step = st.compile(lambda x, opts: x, warmup=0)
+    with pytest.raises(TypeError, match="arguments must be tensors or hashable values"):
+        step(st.ones(1), [1, 2])
+    inner = st.compile(lambda x: x + 1, warmup=0)
+    outer = st.compile(lambda x: inner(x) * 2, warmup=0)
+    with pytest.raises(GraphError, match="another capture is already recording"):
+        outer(st.ones(1))
