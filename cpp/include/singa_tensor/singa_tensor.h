@@ -311,6 +311,51 @@ ST_FLOAT_TYPES(ST_DECL_XENT, _)
                                   T* dgates_h, T* dh_prev, int64_t batch, int64_t hidden ST_S);
 ST_FLOAT_TYPES(ST_DECL_RNN, _)
 
+/* ---- fused elementwise programs (graph mode) ---------------------------------------------- */
+/* Fused elementwise programs (graph mode). Registers hold one element per lane. Instruction i is
+ * prog[4i..4i+3] = (opcode, dst, a, b): unary ops compute dst = f(reg a; consts[b], consts[b+1])
+ * (alpha, beta, as the unary kernels take them), binary ops dst = f(reg a, reg b), ST_FUSED_CONST
+ * loads dst = consts[b], ST_FUSED_LOAD loads dst = input a at the element's position.
+ * Input j is read at index (i / in_shape[2j]) % in_shape[2j+1] for element i of n (inner, period):
+ * (1, n) is a full-length input, (1, 1) a scalar, (1, C) a row bias, (H*W, C) a channel bias.
+ * Output k is written from register out_regs[k] at index i (contiguous, length n).
+ * Limits, validated in Python: ninstr <= ST_FUSED_MAX_INSTR (64), nin <= 16, nout <= 8,
+ * registers < ST_FUSED_MAX_REGS (32). All arrays (prog, consts, inputs, in_shape, outputs,
+ * out_regs) are HOST memory on both backends; the pointers inside inputs/outputs are device
+ * pointers on CUDA (the CUDA wrapper packs everything into one by-value kernel parameter).
+ * Every register an instruction or output reads was written by an earlier instruction, and
+ * consts has every index the program reads, at most ST_FUSED_MAX_CONSTS + 2 of them (Python
+ * appends two zeros, the parameters of the unary ops that take none). Each instruction rounds
+ * to the dtype, so a program computes exactly what its ops compute one kernel at a time. An
+ * output may be a full-length input's buffer (each element is read before it is written), not
+ * a broadcast one's. */
+#define ST_FUSED_BINARY_OPS(X, ...)                                                       \
+  X(add, __VA_ARGS__) X(sub, __VA_ARGS__) X(mul, __VA_ARGS__) X(div, __VA_ARGS__)          \
+  X(pow, __VA_ARGS__) X(maximum, __VA_ARGS__) X(minimum, __VA_ARGS__)
+/* enums rather than #defines, so that cffi (which reads the preprocessed header) binds them */
+enum st_fused_limits {
+  ST_FUSED_MAX_INSTR = 64,
+  ST_FUSED_MAX_REGS = 32,
+  ST_FUSED_MAX_INPUTS = 16,
+  ST_FUSED_MAX_OUTPUTS = 8,
+  ST_FUSED_MAX_CONSTS = 128
+};
+/* opcodes generated from the op lists, so the numbering cannot drift from them */
+#define ST_FUSED_U_CODE(op, _) ST_FUSED_U_##op,
+#define ST_FUSED_B_CODE(op, _) ST_FUSED_B_##op,
+enum st_fused_opcode {
+  ST_FUSED_LOAD = 0,
+  ST_FUSED_CONST = 1,
+  ST_UNARY_FLOAT_OPS(ST_FUSED_U_CODE, _) ST_FUSED_BINARY_OPS(ST_FUSED_B_CODE, _)
+  ST_FUSED_NUM_OPS
+};
+#define ST_DECL_FUSED(sfx, T, _)                                                              \
+  void st_fused_##sfx(const int32_t* prog, int64_t ninstr, const T* consts,                   \
+                      const void* const* inputs, const int64_t* in_shape, int64_t nin,        \
+                      void* const* outputs, const int32_t* out_regs, int64_t nout,            \
+                      int64_t n ST_S);
+ST_FLOAT_TYPES(ST_DECL_FUSED, _)
+
 #ifndef ST_CUDA_ABI /* host-side services of the CPU library; CUDA memory comes from CuPy */
 /* memory: a caching allocator. Freed blocks are kept by size class and reused, so a
  * steady-state training loop stops asking the OS for pages (fresh pages cost a page fault

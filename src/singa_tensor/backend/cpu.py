@@ -184,6 +184,12 @@ def int64_array(values):
     return ffi.new("int64_t[]", values)
 
 
+def pointer_array(ptrs):
+    """A C array of `void *` holding ptrs (buffer pointers of this backend, as `pointer` returns
+    them), for kernels that take a table of operands."""
+    return ffi.new("void *[]", [ffi.cast("void *", p) for p in ptrs])
+
+
 def kernel(symbol: str):
     """The C function named symbol, or None if this backend has no such kernel."""
     return getattr(lib, symbol, None)

@@ -164,6 +164,11 @@ class CudaBackend:
     def int64_array(self, values):
         return ffi.new("int64_t[]", values)  # host memory: kernels copy it by value
 
+    def pointer_array(self, ptrs):
+        """A host array of `void *` holding ptrs (device pointers, as `pointer` returns them),
+        for kernels that take a table of operands (they copy it into their launch parameters)."""
+        return ffi.new("void *[]", [ffi.cast("void *", p) for p in ptrs])
+
     def copy_symbol(self, dtype) -> str:
         return f"st_copy_{_WIDTH[dtype.itemsize]}"
 

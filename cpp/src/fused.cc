@@ -1,0 +1,163 @@
+// Fused elementwise programs (graph mode): one pass over the elements runs a short program of
+// the unary and binary functors, so the intermediates of a chain never reach memory.
+//
+// The elements go in blocks of kLanes. A register holds a block and each instruction is one
+// loop over the block, the same loop body as the op's own kernel: the result is rounded to
+// T in between and the compiler cannot contract across instructions, so a program matches the
+// unfused kernels bit for bit.
+#include "common.h"
+
+namespace st {
+namespace {
+
+constexpr int64_t kLanes = 256;
+
+template <class T>
+using Block = T[kLanes];
+
+template <class T, class F>
+void unary_block(const T* x, T* y, int64_t len, T a, T b) {
+  F f;
+#pragma omp simd
+  for (int64_t i = 0; i < len; ++i) y[i] = f(x[i], a, b);
+}
+
+template <class T, class F>
+void binary_block(const T* x, const T* z, T* y, int64_t len) {
+  F f;
+#pragma omp simd
+  for (int64_t i = 0; i < len; ++i) y[i] = f(x[i], z[i]);
+}
+
+template <class T>
+void fill_block(T* y, int64_t len, T v) {
+#pragma omp simd
+  for (int64_t i = 0; i < len; ++i) y[i] = v;
+}
+
+template <class T>
+void copy_block(const T* x, T* y, int64_t len) {
+#pragma omp simd
+  for (int64_t i = 0; i < len; ++i) y[i] = x[i];
+}
+
+// elements [s, s + len) of an input read at (i / inner) % period, in runs: consecutive
+// elements when inner == 1, one repeated value otherwise
+template <class T>
+void load_block(const T* in, int64_t inner, int64_t period, int64_t s, int64_t len, T* y) {
+  if (period == 1) {
+    fill_block(y, len, in[0]);
+  } else if (inner == 1) {
+    int64_t pos = s % period;
+    for (int64_t i = 0; i < len;) {
+      int64_t m = std::min(len - i, period - pos);
+      copy_block(in + pos, y + i, m);
+      i += m;
+      pos = 0;
+    }
+  } else {
+    int64_t r = s % inner;
+    int64_t idx = (s / inner) % period;
+    for (int64_t i = 0; i < len;) {
+      int64_t m = std::min(len - i, inner - r);
+      fill_block(y + i, m, in[idx]);
+      i += m;
+      r = 0;
+      if (++idx == period) idx = 0;
+    }
+  }
+}
+
+// The register file of one thread. A register's lanes are its own block, or, after a load of
+// an input's contiguous run, that input's memory read in place: a full-length input then costs
+// no copy, and the first instruction reading it streams it from memory as the unfused kernel
+// would.
+template <class T>
+struct Registers {
+  alignas(64) Block<T> own[ST_FUSED_MAX_REGS];
+  const T* at[ST_FUSED_MAX_REGS];
+};
+
+template <class T>
+void run_block(const int32_t* prog, int64_t ninstr, const T* consts,
+               const void* const* inputs, const int64_t* in_shape, int64_t s, int64_t len,
+               Registers<T>& r) {
+  for (int64_t k = 0; k < ninstr; ++k) {
+    const int32_t* ins = prog + 4 * k;
+    const int32_t d = ins[1], a = ins[2], b = ins[3];
+    T* dst = r.own[d];
+    switch (ins[0]) {
+      case ST_FUSED_LOAD: {
+        const T* in = static_cast<const T*>(inputs[a]);
+        const int64_t inner = in_shape[2 * a], period = in_shape[2 * a + 1];
+        const int64_t pos = inner == 1 ? s % period : 0;
+        if (inner == 1 && pos + len <= period) {
+          r.at[d] = in + pos;
+          continue;
+        }
+        load_block(in, inner, period, s, len, dst);
+        break;
+      }
+      case ST_FUSED_CONST:
+        fill_block(dst, len, consts[b]);
+        break;
+#define ST_FUSED_UNARY_CASE(op, _)                                                 \
+  case ST_FUSED_U_##op:                                                            \
+    unary_block<T, fn::op>(r.at[a], dst, len, consts[b], consts[b + 1]);           \
+    break;
+      ST_UNARY_FLOAT_OPS(ST_FUSED_UNARY_CASE, _)
+#undef ST_FUSED_UNARY_CASE
+#define ST_FUSED_BINARY_CASE(op, _)                                                \
+  case ST_FUSED_B_##op:                                                            \
+    binary_block<T, fn::op>(r.at[a], r.at[b], dst, len);                           \
+    break;
+      ST_FUSED_BINARY_OPS(ST_FUSED_BINARY_CASE, _)
+#undef ST_FUSED_BINARY_CASE
+      default:  // Python only emits the opcodes above
+        break;
+    }
+    r.at[d] = dst;
+  }
+}
+
+template <class T>
+void fused(const int32_t* prog, int64_t ninstr, const T* consts, const void* const* inputs,
+           const int64_t* in_shape, void* const* outputs, const int32_t* out_regs, int64_t nout,
+           int64_t n) {
+  const int64_t nblocks = (n + kLanes - 1) / kLanes;
+  // cost per block: every instruction touches every lane once
+  parallel_for(nblocks, kLanes * std::max<int64_t>(ninstr, 1), [&](int64_t b0, int64_t b1) {
+    Registers<T> r;
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t s = blk * kLanes;
+      const int64_t len = std::min(kLanes, n - s);
+      run_block(prog, ninstr, consts, inputs, in_shape, s, len, r);
+      // an output may overwrite an input that another output's register still reads in
+      // place: copy such registers out of the inputs before any output is written
+      for (int64_t o = 0; o < nout; ++o) {
+        const int32_t k = out_regs[o];
+        if (r.at[k] != r.own[k]) {
+          copy_block(r.at[k], r.own[k], len);
+          r.at[k] = r.own[k];
+        }
+      }
+      for (int64_t o = 0; o < nout; ++o)
+        copy_block(r.own[out_regs[o]], static_cast<T*>(outputs[o]) + s, len);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace st
+
+extern "C" {
+
+#define ST_DEF_FUSED(sfx, T, _)                                                                \
+  void st_fused_##sfx(const int32_t* prog, int64_t ninstr, const T* consts,                    \
+                      const void* const* inputs, const int64_t* in_shape, int64_t nin,         \
+                      void* const* outputs, const int32_t* out_regs, int64_t nout, int64_t n) { \
+    st::fused<T>(prog, ninstr, consts, inputs, in_shape, outputs, out_regs, nout, n);          \
+  }
+ST_FLOAT_TYPES(ST_DEF_FUSED, _)
+
+}  // extern "C"
