@@ -1,0 +1,155 @@
+"""Graph mode against eager execution and PyTorch (CPU) eager, in the same run.
+
+Rows:
+- MLP 784-512-512-10, batch 64: one training step (forward, cross entropy, backward, SGD with
+  momentum), eager and replayed, beside PyTorch's eager step (timed in a child process, as in
+  bench_train.py, with the same thread count).
+- A chain of 100 elementwise ops on 1000-element tensors (no autograd): the per-op overhead.
+- ResNet-18 (CIFAR form), batch 16: step time, and the allocator's peak bytes in use during
+  one step (after warm-up; parameters, gradients and optimizer state included, and for graph
+  mode its arena): graph / eager.
+
+    python bench/bench_graph.py            # median of 30 steps (10 for ResNet-18)
+    python bench/bench_graph.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+THREADS = 2
+
+
+def _median_ms(fn, warmup: int, steps: int) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def _chain(mod, x, ops: int = 100):
+    y = x
+    for i in range(ops // 4):
+        y = mod.exp(y * 0.5) - 1.0 if i % 2 else mod.tanh(y + 0.25) * 2.0
+    return y
+
+
+def _torch_side(args) -> dict:
+    code = f"""
+import json, sys, time, statistics, numpy as np, torch
+sys.path.insert(0, {HERE!r})
+torch.set_num_threads({THREADS})
+from bench_graph import _median_ms, _chain
+from bench_train import Lib, mlp, make_step
+lib = Lib(torch, "torch")
+step, _ = make_step(lib, mlp, (64, 784), 0)
+out = {{"mlp": _median_ms(step, {args.warmup}, {args.steps})}}
+x = torch.from_numpy(np.random.default_rng(0).standard_normal(1000).astype(np.float32))
+with torch.no_grad():
+    out["chain"] = _median_ms(lambda: _chain(torch, x), {args.warmup}, {args.steps} * 10)
+print(json.dumps(out))
+"""
+    env = dict(os.environ, OMP_NUM_THREADS=str(THREADS))
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=env, timeout=900)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if r.returncode != 0:
+        print("(PyTorch column left out:", r.stderr.strip().splitlines()[-1:], ")")
+        return {}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-torch", action="store_true")
+    args = ap.parse_args()
+    if args.quick:
+        args.steps, args.warmup = 5, 2
+    os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
+    from bench_train import Lib, make_step, mlp, resnet18
+
+    import singa_tensor as st
+    from singa_tensor.backend import cpu
+
+    st.set_num_threads(THREADS)
+    lib = Lib(st, "ours")
+    peer = {} if args.no_torch else _torch_side(args)
+    rows = []
+
+    # MLP training step
+    step, _ = make_step(lib, mlp, (64, 784), 0)
+    eager = _median_ms(step, args.warmup, args.steps)
+    step_g, _ = make_step(lib, mlp, (64, 784), 0)
+    graph_step = st.compile(step_g)
+    graph = _median_ms(graph_step, args.warmup, args.steps)
+    rows.append(("MLP 784-512-512-10 b64 step", eager, graph, peer.get("mlp")))
+
+    # 100 elementwise ops on 1000 elements
+    x = st.tensor(np.random.default_rng(0).standard_normal(1000).astype(np.float32))
+    with st.no_grad():
+        want = _chain(st, x).numpy().copy()
+        chain_g = st.compile(lambda t: _chain(st, t))
+        chain_g(x)
+        chain_g(x)
+        if not np.array_equal(chain_g(x).numpy(), want):
+            raise SystemExit("graph chain result differs from eager")
+        eager_c = _median_ms(lambda: _chain(st, x), args.warmup, args.steps * 10)
+        graph_c = _median_ms(lambda: chain_g(x), args.warmup, args.steps * 10)
+    rows.append(("100 elementwise ops, 1000 elem", eager_c, graph_c, peer.get("chain")))
+
+    # ResNet-18 b16: time and peak memory of one step
+    steps_r = max(3, args.steps // 3)
+    step_r, _ = make_step(lib, resnet18, (16, 3, 32, 32), 0)
+    eager_r = _median_ms(step_r, 2, steps_r)
+    cpu.reset_peak_bytes()
+    step_r()
+    eager_peak = cpu.peak_bytes()[0]
+    # the eager model, its optimizer state and gradients go before the graph's are measured:
+    # each peak counts one model's parameters, gradients and state
+    del step_r
+    gc.collect()
+    step_rg, _ = make_step(lib, resnet18, (16, 3, 32, 32), 0)
+    graph_r_step = st.compile(step_rg)
+    graph_r = _median_ms(graph_r_step, 2, steps_r)
+    cpu.reset_peak_bytes()
+    graph_r_step()
+    graph_peak = cpu.peak_bytes()[0]
+    rows.append(("ResNet-18 CIFAR b16 step", eager_r, graph_r, None))
+
+    print(f"graph mode, {THREADS} threads, median of {args.steps} steps "
+          f"(ResNet-18: {steps_r}); times in ms")
+    print(f"{'row':<34}{'eager':>10}{'graph':>10}{'torch':>10}{'graph/eager':>13}"
+          f"{'graph/torch':>13}")
+    for name, e, g, t in rows:
+        tcol = f"{t:>10.3f}" if t else f"{'-':>10}"
+        gt = f"{g / t:>12.2f}x" if t else f"{'-':>13}"
+        print(f"{name:<34}{e:>10.3f}{g:>10.3f}{tcol}{g / e:>12.2f}x{gt}")
+    print(f"ResNet-18 b16 peak bytes in use during a step: eager {eager_peak / 2**20:.1f} MiB, "
+          f"graph {graph_peak / 2**20:.1f} MiB (graph/eager {graph_peak / eager_peak:.2f}x; "
+          f"arena {graph_r_step.arena_bytes / 2**20:.1f} MiB, {graph_r_step.calls} calls)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
