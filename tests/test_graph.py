@@ -288,3 +288,16 @@ def test_bad_arguments():
     outer = st.compile(lambda x: inner(x) * 2, warmup=0)
     with pytest.raises(GraphError, match="another capture is already recording"):
         outer(st.ones(1))
+
+
+def test_collectives_are_refused_while_recording():
+    pytest.importorskip("mpi4py")
+    import singa_tensor.distributed as dist
+
+    dist.init_process_group()
+    try:
+        step = st.compile(lambda x: dist.all_reduce(x) or x, warmup=0)
+        with pytest.raises(RuntimeError, match="collectives cannot be recorded in graph mode"):
+            step(st.ones(2))
+    finally:
+        dist.destroy_process_group()

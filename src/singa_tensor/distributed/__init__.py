@@ -45,6 +45,12 @@ def _world() -> Group:
 
 
 def _group(group) -> Group:
+    from ..ops import _registry
+
+    if _registry._capture is not None:
+        # a replay would skip the message and silently train each rank on its own
+        raise RuntimeError("distributed: collectives cannot be recorded in graph mode "
+                           "(st.compile); communicate outside the compiled step")
     world = _world()
     if group is None:
         return world
