@@ -64,8 +64,6 @@ class Graph:
     def __init__(self, rec: Recording, backends: dict, devices: dict, inputs: set,
                  plan_memory: bool = True, poison: bool = False, fuse_fn=None) -> None:
         calls = rec.calls
-        if fuse_fn is not None:
-            calls = fuse_fn(rec, calls)
         touched = set()
         for c in calls:
             touched |= c.touched
@@ -100,6 +98,9 @@ class Graph:
             else:
                 self.keep[sid] = obj
         self.born_kept = [sid for sid in self.keep if born[sid] and sid not in rec.host_init]
+        if fuse_fn is not None:
+            # after the temporaries are known: only they may live in registers alone
+            calls = fuse_fn(rec, calls, temps)
         self.temps = temps
         # lifetimes of the temporaries, in call positions
         first, last = {}, {}
@@ -131,8 +132,18 @@ class Graph:
             arena = self.arenas[id(b.be)] if plan_memory else self.arenas[("own", b.sid)]
             base[b.sid] = address(arena._storage.ptr) + b.offset
         # the program: argument lists with temporaries pointing into the arena
+        def resolve(sid, off, original):
+            if sid in temps:
+                return _ffi.cast("void *", base[sid] + off)
+            return original
+
         self.calls = []
         for c in calls:
+            build = getattr(c, "build", None)
+            if build is not None:  # a fused chain: its pointers sit in arrays it builds
+                fn, args = build(resolve)
+                self.calls.append((fn, list(args), c.symbol))
+                continue
             args = list(c.args)
             for i, sid, off in c.refs:
                 if sid in temps:
