@@ -343,3 +343,16 @@ def test_fused_register_allocation_reuses_registers_for_long_chains():
         assert np.array_equal(step(x).numpy(), want)
     # 90 kernel calls (a scalar operand is its own call's input) in a few fused calls
     assert 1 <= step.calls <= 4
+
+
+def test_recomputed_im2col_columns_shrink_the_arena_and_keep_the_results():
+    pe, be, le, _ = _train("cnn", False, 4)
+    pg, bg, lg, fn = _train("cnn", True, 4, poison=True)
+    _, _, lk, kept = _train("cnn", True, 4, recompute=False)
+    assert lg == le and lk == le
+    for a, b in zip(pe + be, pg + bg):
+        np.testing.assert_array_equal(a, b)
+    symbols = [c[2] for c in fn._latest.graph.calls]
+    assert symbols.count("st_im2col_f32") == 2 * [c[2] for c in kept._latest.graph.calls
+                                                  ].count("st_im2col_f32")
+    assert fn.arena_bytes < kept.arena_bytes

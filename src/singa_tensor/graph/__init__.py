@@ -105,7 +105,7 @@ class _Entry:
                   if isinstance(a, Tensor) and id(a._storage) in rec._sid}
         self.graph = Graph(recording, recording.backends, recording.devices, inputs,
                            plan_memory=step.plan_memory, poison=step.poison,
-                           fuse_fn=step.fuse_fn)
+                           fuse_fn=step.fuse_fn, recompute=step.recompute)
         del rec, recording, out
         return _rebuild(self.out_spec, self.outputs)
 
@@ -148,7 +148,8 @@ class CompiledStep:
     """
 
     def __init__(self, fn: Callable, *, warmup: int = 1, on_change: str = "rerecord",
-                 plan_memory: bool = True, fuse: bool = True, poison: bool = False) -> None:
+                 plan_memory: bool = True, fuse: bool = True, poison: bool = False,
+                 recompute: bool = True) -> None:
         if not callable(fn):
             raise TypeError(f"compile: expected a function, got {type(fn).__name__}")
         if on_change not in _ON_CHANGE:
@@ -161,6 +162,7 @@ class CompiledStep:
         self.on_change = on_change
         self.plan_memory = bool(plan_memory)
         self.poison = bool(poison)
+        self.recompute = bool(recompute)
         self.fuse_fn = None
         if fuse:
             from ._fuse import fuse_calls
@@ -225,9 +227,10 @@ def _describe(sig: tuple) -> str:
 def compile(fn: Callable | None = None, **options):  # noqa: A001 - st.compile, as in SINGA
     """Graph mode for a step function: `st.compile(fn, **options)` or `@st.compile` /
     `@st.compile(**options)`. Options: warmup (eager calls before recording, default 1),
-    on_change ("rerecord" or "raise"), plan_memory, fuse, poison (fill each temporary with
-    NaN bits once dead: a plan that let two live tensors share memory then shows up as
-    wrong results). See singa_tensor.graph for what a replay does.
+    on_change ("rerecord" or "raise"), plan_memory, fuse (elementwise chains as one kernel),
+    recompute (remake im2col columns before backward instead of keeping them), poison (fill
+    each temporary with NaN bits once dead: a plan that let two live tensors share memory
+    then shows up as wrong results). See singa_tensor.graph for what a replay does.
 
     Example:
         >>> import singa_tensor as st

@@ -46,11 +46,14 @@ class Call:
     """One kernel call: refs lists (argument index, storage id, byte offset) for the pointer
     arguments that fall in a known storage; the others (shape arrays) are kept as they are."""
 
-    __slots__ = ("symbol", "fn", "args", "refs", "touched")
+    __slots__ = ("symbol", "fn", "args", "refs", "touched", "versions")
 
-    def __init__(self, symbol, fn, args, refs, touched):
+    def __init__(self, symbol, fn, args, refs, touched, versions=None):
         self.symbol, self.fn, self.args, self.refs, self.touched = (
             symbol, fn, args, refs, touched)
+        # storage id -> its version counter when the call ran: equal counters at two calls
+        # mean no in-place write in between
+        self.versions = versions
 
 
 class Guard:
@@ -250,7 +253,9 @@ class Recorder:
                             type(args[i]) is int:
                         take.call, take.arg = len(rec.calls), i
                         break
-        rec.calls.append(Call(symbol, fn, args, refs, frozenset(touched)))
+        storages = rec.storages
+        rec.calls.append(Call(symbol, fn, args, refs, frozenset(touched),
+                              {sid: storages[sid].version for sid in touched}))
 
     def _note_writes(self, touched=()) -> None:
         rec = self.recording

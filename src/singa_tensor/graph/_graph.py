@@ -12,6 +12,7 @@ import weakref
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._capture import GraphError, Guard, Recording, _ffi, address, fingerprint
+from ._remat import rematerialize, renumber
 
 _ALIGN = 64
 
@@ -62,7 +63,8 @@ class Graph:
     """The replayable form of one Recording (see singa_tensor.graph.compile)."""
 
     def __init__(self, rec: Recording, backends: dict, devices: dict, inputs: set,
-                 plan_memory: bool = True, poison: bool = False, fuse_fn=None) -> None:
+                 plan_memory: bool = True, poison: bool = False, fuse_fn=None,
+                 recompute: bool = True) -> None:
         calls = rec.calls
         touched = set()
         for c in calls:
@@ -98,6 +100,12 @@ class Graph:
             else:
                 self.keep[sid] = obj
         self.born_kept = [sid for sid in self.keep if born[sid] and sid not in rec.host_init]
+        backends, devices = dict(backends), dict(devices)
+        if recompute:
+            calls, new_index = rematerialize(calls, temps, {"nbytes": nbytes,
+                                                            "backends": backends,
+                                                            "devices": devices})
+            renumber(rec, new_index)
         if fuse_fn is not None:
             # after the temporaries are known: only they may live in registers alone
             calls = fuse_fn(rec, calls, temps)
