@@ -5,9 +5,9 @@ Rows:
   momentum), eager and replayed, beside PyTorch's eager step (timed in a child process, as in
   bench_train.py, with the same thread count).
 - A chain of 100 elementwise ops on 1000-element tensors (no autograd): the per-op overhead.
-- ResNet-18 (CIFAR form), batch 16: step time, and the allocator's peak bytes in use during
-  one step (after warm-up; parameters, gradients and optimizer state included, and for graph
-  mode its arena): graph / eager.
+- ResNet-18 (CIFAR form), batch 16: step time (eager and graph steps interleaved), and the
+  allocator's peak bytes in use during one step (after warm-up; parameters, gradients and
+  optimizer state included, and for graph mode its arena): graph / eager.
 
     python bench/bench_graph.py            # median of 30 steps (10 for ResNet-18)
     python bench/bench_graph.py --quick
@@ -118,23 +118,40 @@ def main() -> int:
         graph_c = _median_ms(lambda: chain_g(x), args.warmup, args.steps * 10)
     rows.append(("100 elementwise ops, 1000 elem", eager_c, graph_c, peer.get("chain")))
 
-    # ResNet-18 b16: time and peak memory of one step
+    # ResNet-18 b16: time, eager and graph steps interleaved (the machine's speed drifts over
+    # a run of this length), then peak memory of one step of each, one model at a time
     steps_r = max(3, args.steps // 3)
     step_r, _ = make_step(lib, resnet18, (16, 3, 32, 32), 0)
-    eager_r = _median_ms(step_r, 2, steps_r)
-    cpu.reset_peak_bytes()
-    step_r()
-    eager_peak = cpu.peak_bytes()[0]
-    # the eager model, its optimizer state and gradients go before the graph's are measured:
-    # each peak counts one model's parameters, gradients and state
-    del step_r
-    gc.collect()
     step_rg, _ = make_step(lib, resnet18, (16, 3, 32, 32), 0)
     graph_r_step = st.compile(step_rg)
-    graph_r = _median_ms(graph_r_step, 2, steps_r)
-    cpu.reset_peak_bytes()
-    graph_r_step()
-    graph_peak = cpu.peak_bytes()[0]
+    for _ in range(2):
+        step_r()
+        graph_r_step()
+    times_e, times_g = [], []
+    for _ in range(steps_r):
+        for fn, into in ((step_r, times_e), (graph_r_step, times_g)):
+            t0 = time.perf_counter()
+            fn()
+            into.append(time.perf_counter() - t0)
+    eager_r, graph_r = (statistics.median(t) * 1e3 for t in (times_e, times_g))
+    calls_r = graph_r_step.calls
+    del step_r, step_rg, graph_r_step
+    # peaks one model at a time, so each counts its own parameters, gradients and state
+    peaks = []
+    for graph_mode in (False, True):
+        gc.collect()
+        zero = cpu.allocated_bytes()  # what earlier rows left behind is not this model's
+        fn, _ = make_step(lib, resnet18, (16, 3, 32, 32), 0)
+        if graph_mode:
+            fn = st.compile(fn)
+        for _ in range(3):
+            fn()
+        cpu.reset_peak_bytes()
+        fn()
+        peaks.append(cpu.peak_bytes()[0] - zero)
+        arena_r = fn.arena_bytes if graph_mode else 0
+        del fn
+    eager_peak, graph_peak = peaks
     rows.append(("ResNet-18 CIFAR b16 step", eager_r, graph_r, None))
 
     print(f"graph mode, {THREADS} threads, median of {args.steps} steps "
@@ -147,7 +164,7 @@ def main() -> int:
         print(f"{name:<34}{e:>10.3f}{g:>10.3f}{tcol}{g / e:>12.2f}x{gt}")
     print(f"ResNet-18 b16 peak bytes in use during a step: eager {eager_peak / 2**20:.1f} MiB, "
           f"graph {graph_peak / 2**20:.1f} MiB (graph/eager {graph_peak / eager_peak:.2f}x; "
-          f"arena {graph_r_step.arena_bytes / 2**20:.1f} MiB, {graph_r_step.calls} calls)")
+          f"arena {arena_r / 2**20:.1f} MiB, {calls_r} calls)")
     return 0
 
 
