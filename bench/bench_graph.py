@@ -33,14 +33,9 @@ THREADS = 2
 
 
 def _median_ms(fn, warmup: int, steps: int) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+    from bench_train import time_steps
+
+    return time_steps(fn, warmup, steps) * 1e3
 
 
 def _chain(mod, x, ops: int = 100):

@@ -66,6 +66,17 @@ MODELS = {
 }
 
 
+def _step_fn(model, o):
+    def step(x, y):
+        o.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        o.step()
+        return loss
+
+    return step
+
+
 def _train(name: str, graph: bool, steps: int, opt: str = "sgd", **options):
     build, make_x = MODELS[name]
     rng = np.random.default_rng(0)
@@ -80,14 +91,7 @@ def _train(name: str, graph: bool, steps: int, opt: str = "sgd", **options):
     o = (optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if opt == "sgd"
          else optim.Adam(model.parameters(), lr=1e-3))
     sched = optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5) if opt == "sgd" else None
-
-    def step(x, y):
-        o.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        o.step()
-        return loss
-
+    step = _step_fn(model, o)
     fn = st.compile(step, **options) if graph else step
     losses = []
     for x, y in data:
@@ -253,15 +257,7 @@ def test_side_by_side_debug_names_the_first_differing_call():
     model = _mlp()
     o = optim.SGD(model.parameters(), lr=0.1)
     x, y = st.randn(4, 784), st.tensor([1, 2, 3, 4])
-
-    def step(x, y):
-        o.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        o.step()
-        return loss
-
-    fn = st.compile(step, fuse=False)  # the comparison goes call by call
+    fn = st.compile(_step_fn(model, o), fuse=False)  # the comparison goes call by call
     fn(x, y)
     fn(x, y)
     assert compare(fn._latest, (x, y)) is None
