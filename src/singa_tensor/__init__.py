@@ -83,8 +83,7 @@ def _export_ops():
 _export_ops()
 del _export_ops
 
-from . import datasets, nn, onnx, optim, utils  # noqa: E402  (they build on everything above)
-from . import graph  # noqa: E402
+from . import datasets, graph, nn, onnx, optim, utils  # noqa: E402  (they build on all above)
 from .graph import compile  # noqa: E402,A001  (SINGA's and PyTorch's name)
 from .serialization import load, save  # noqa: E402
 

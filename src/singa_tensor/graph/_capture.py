@@ -46,11 +46,12 @@ class Call:
     """One kernel call: refs lists (argument index, storage id, byte offset) for the pointer
     arguments that fall in a known storage; the others (shape arrays) are kept as they are."""
 
-    __slots__ = ("symbol", "fn", "args", "refs", "touched", "versions")
+    __slots__ = ("symbol", "fn", "args", "refs", "touched", "versions", "be")
 
-    def __init__(self, symbol, fn, args, refs, touched, versions=None):
+    def __init__(self, symbol, fn, args, refs, touched, versions=None, be=None):
         self.symbol, self.fn, self.args, self.refs, self.touched = (
             symbol, fn, args, refs, touched)
+        self.be = be  # the backend whose kernel this is, when known
         # storage id -> its version counter when the call ran: equal counters at two calls
         # mean no in-place write in between
         self.versions = versions
@@ -147,13 +148,27 @@ def _stack() -> list:
     return out
 
 
+def _device_backends() -> list:
+    """The loaded backend modules of devices other than the CPU (the CUDA backend, or a
+    stand-in with its code)."""
+    from .. import backend
+
+    mods = []
+    for be in list(backend._loaded.values()):
+        mod = sys.modules.get(type(be).__module__) if not isinstance(be, type(sys)) else be
+        if mod is not None and mod is not sys.modules.get("singa_tensor.backend.cpu") and \
+                mod not in mods:
+            mods.append(mod)
+    return mods
+
+
 def _storage_types() -> tuple:
     from ..backend import cpu
 
     types = [cpu.Storage]
-    cuda = sys.modules.get("singa_tensor.backend.cuda")
-    if cuda is not None and hasattr(cuda, "Storage"):
-        types.append(cuda.Storage)
+    for mod in _device_backends():
+        if hasattr(mod, "Storage"):
+            types.append(mod.Storage)
     return tuple(types)
 
 
@@ -190,6 +205,7 @@ class Recorder:
         self._read_tensors: list = []
         self._open_updates: list[Update] = []
         self._version: dict[int, int] = {}
+        self._copies: dict[int, tuple] = {}  # id(host storage) -> (device tensor, copy again)
         self._last_touch: dict[int, int] = {}
 
     # ---- storages ---------------------------------------------------------------------------
@@ -222,13 +238,13 @@ class Recorder:
         return sid, addr - start
 
     # ---- kernels ----------------------------------------------------------------------------
-    def wrap(self, fn, symbol: str):
+    def wrap(self, fn, symbol: str, be=None):
         key = (id(fn), symbol)
         w = self._wrapped.get(key)
         if w is None:
-            def w(*args, _fn=fn, _symbol=symbol):
+            def w(*args, _fn=fn, _symbol=symbol, _be=be):
                 out = _fn(*args)
-                self.record(_symbol, _fn, args)
+                self.record(_symbol, _fn, args, _be)
                 return out
 
             self._wrapped[key] = (w, fn)  # fn kept: its id stays unique
@@ -236,7 +252,7 @@ class Recorder:
             w = w[0]
         return w
 
-    def record(self, symbol: str, fn, args: tuple) -> None:
+    def record(self, symbol: str, fn, args: tuple, be=None) -> None:
         refs, touched = [], set()
         for i, a in enumerate(args):
             if isinstance(a, _CData) and _ffi.typeof(a).kind in ("pointer", "array"):
@@ -255,7 +271,7 @@ class Recorder:
                         break
         storages = rec.storages
         rec.calls.append(Call(symbol, fn, args, refs, frozenset(touched),
-                              {sid: storages[sid].version for sid in touched}))
+                              {sid: storages[sid].version for sid in touched}, be))
 
     def _note_writes(self, touched=()) -> None:
         rec = self.recording
@@ -277,11 +293,21 @@ class Recorder:
         if self._reading:
             self._read_tensors.append(t)
             return
-        sid = self.add_storage(t._storage, False)
         original = self._orig_numpy
+        source, read = self._source(t)
         self.recording.guards.append(Guard(
-            len(self.recording.calls), lambda: original(t), None, np.array(value, copy=True),
-            frozenset((sid,)), _where()))
+            len(self.recording.calls), lambda: original(read()), None,
+            np.array(value, copy=True), frozenset((self.add_storage(source._storage, False),)),
+            _where()))
+
+    def _source(self, t: Tensor):
+        """(the tensor whose values t holds, a function giving them again as a host tensor):
+        t itself, or the device tensor t was copied from."""
+        copy = self._copies.get(id(t._storage))
+        if copy is None:
+            return t, lambda: t
+        src, again = copy
+        return src, again
 
     def decision(self, read, decide):
         self._reading += 1
@@ -292,7 +318,7 @@ class Recorder:
             self._reading -= 1
         tensors = self._read_tensors[mark:]
         del self._read_tensors[mark:]
-        sids = frozenset(self.add_storage(t._storage, False) for t in tensors)
+        sids = frozenset(self.add_storage(self._source(t)[0]._storage, False) for t in tensors)
         self.recording.guards.append(Guard(len(self.recording.calls), read, decide,
                                            decide(value), sids, _where()))
         return value
@@ -365,7 +391,13 @@ class Recorder:
 
         if isinstance(owner, type):
             def wrapper(obj, *args, **kwargs):
-                return mark(orig(obj, *args, **kwargs))
+                result = mark(orig(obj, *args, **kwargs))
+                if name == "transfer" and isinstance(result, Tensor):
+                    # a copy to the host is how a device tensor's values are read: a guard on
+                    # the copy must copy again, from the tensor it came from
+                    self._copies[id(result._storage)] = (
+                        args[0], lambda: orig(obj, *args, **kwargs))
+                return result
         else:
             def wrapper(*args, **kwargs):
                 return mark(orig(*args, **kwargs))
@@ -389,7 +421,7 @@ def _host_writers() -> list:
     from ..backend import cpu
 
     out = [(cpu, "from_numpy")]
-    cuda = sys.modules.get("singa_tensor.backend.cuda")
-    if cuda is not None and hasattr(cuda, "CudaBackend"):
-        out += [(cuda.CudaBackend, "transfer"), (cuda.CudaBackend, "from_cupy")]
+    for mod in _device_backends():
+        if hasattr(mod, "CudaBackend"):
+            out += [(mod.CudaBackend, "transfer"), (mod.CudaBackend, "from_cupy")]
     return out

@@ -8,7 +8,7 @@ import numpy as np
 from .. import random as _random
 from ..ops._registry import copy_into
 from ..tensor import Tensor
-from ._capture import Recorder, _ffi, address
+from ._capture import GraphError, Recorder, _ffi, address
 
 _LIMIT = 1 << 20  # bytes compared per argument of a call
 
@@ -30,8 +30,8 @@ class _Snapshots(Recorder):
             _zero(storage)
         return super().add_storage(storage, born)
 
-    def record(self, symbol, fn, args):
-        super().record(symbol, fn, args)
+    def record(self, symbol, fn, args, be=None):
+        super().record(symbol, fn, args, be)
         c = self.recording.calls[-1]
         rec = self.recording
         self.after.append([(i, _bytes_at(args[i], min(_LIMIT, int(rec.storages[sid].nbytes)
@@ -67,6 +67,12 @@ def compare(entry, args: tuple) -> str | None:
     execution gives; else a description of the first call that differs. Leaves the state as
     the eager run left it."""
     graph = entry.graph
+    from ..backend import cpu
+
+    if any(type(s) is not cpu.Storage for s in graph.keep.values()) or \
+            any(type(a._storage) is not cpu.Storage for a in graph.arenas.values()):
+        raise GraphError("compare: the side-by-side comparison reads memory on the host and "
+                         "works for CPU steps only")
     for static, a in zip(entry.static, args):
         if isinstance(a, Tensor):
             copy_into(a.detach(), static)

@@ -11,7 +11,6 @@ draws and optimizer-update boundaries, and at the kernel's limits.
 
 from __future__ import annotations
 
-from ..backend import cpu as _cpu
 from ..ops import fused as _fused
 from ._capture import Call
 
@@ -30,7 +29,7 @@ class FusedCall(Call):
         d = _dt.float32 if self.dtype == "f32" else _dt.float64
         inputs = [(resolve(*p), inner, period) for p, inner, period in self.ins]
         outputs = [(resolve(*p), reg) for p, reg in self.outs]
-        return _fused.fused_call(_cpu, d, self.instrs, self.consts, inputs, outputs, self.n)
+        return _fused.fused_call(self.be, d, self.instrs, self.consts, inputs, outputs, self.n)
 
 
 def _mode(strides, shape):
@@ -56,7 +55,7 @@ def _elementwise(c: Call):
     """(dtype suffix, op, binary, n, [(arg, inner, period)], out arg, alpha, beta) for a call
     of a fusible CPU kernel, else None."""
     sym = c.symbol
-    if not sym.startswith("st_") or getattr(_cpu.lib, sym, None) is not c.fn:
+    if not sym.startswith("st_") or c.be is None or not hasattr(c.be, "pointer_array"):
         return None
     body, _, suffix = sym[3:].rpartition("_")
     if suffix not in ("f32", "f64"):
@@ -127,11 +126,11 @@ def _chain_end(calls, i, barriers, rng_calls) -> int:
     first = _elementwise(calls[i])
     if first is None or i in rng_calls:
         return i
-    suffix, n = first[0], first[3]
+    suffix, n, be = first[0], first[3], calls[i].be
     j = i + 1
     while j < len(calls) and j not in barriers and j not in rng_calls:
         e = _elementwise(calls[j])
-        if e is None or e[0] != suffix or e[3] != n:
+        if e is None or e[0] != suffix or e[3] != n or calls[j].be is not be:
             break
         j += 1
     return j
@@ -277,6 +276,6 @@ def _build(chain: list, uses: dict, temps: set):
         return None
     reg_of = {k: allocated[k][1] for k in values}
     outs = [(p, reg_of[number[reg]]) for p, reg in outs]
-    f = FusedCall(f"st_fused_{suffix}", None, (), [], frozenset(touched))
+    f = FusedCall(f"st_fused_{suffix}", None, (), [], frozenset(touched), None, chain[0].be)
     f.dtype, f.instrs, f.consts, f.ins, f.outs, f.n = suffix, allocated, consts, ins, outs, n
     return f

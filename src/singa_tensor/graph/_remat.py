@@ -104,13 +104,13 @@ def _version_between(calls, sid, p, u, version) -> bool:
 def _copy(c: Call, old: int, new: int, out_arg: int) -> Call:
     refs = [(i, new if (i == out_arg and sid == old) else sid, off) for i, sid, off in c.refs]
     touched = frozenset((c.touched - {old}) | {new})
-    return Call(c.symbol, c.fn, c.args, refs, touched, c.versions)
+    return Call(c.symbol, c.fn, c.args, refs, touched, c.versions, c.be)
 
 
 def _renamed(c: Call, old: int, new: int) -> Call:
     refs = [(i, new if sid == old else sid, off) for i, sid, off in c.refs]
     touched = frozenset((c.touched - {old}) | {new})
-    return Call(c.symbol, c.fn, c.args, refs, touched, c.versions)
+    return Call(c.symbol, c.fn, c.args, refs, touched, c.versions, c.be)
 
 
 def renumber(rec, new_index: list) -> None:

@@ -143,7 +143,7 @@ def kernel(t: Tensor, op: str, dtype=None):
             raise TypeError(f"{op}: not implemented for dtype {dtype.name} on {t.device}")
         _kernel_cache[key] = fn
     if _capture is not None:
-        return _capture.wrap(fn, f"st_{op}_{dtype.suffix}")
+        return _capture.wrap(fn, f"st_{op}_{dtype.suffix}", be)
     return fn
 
 
@@ -152,7 +152,7 @@ def kernel_symbol(t: Tensor, symbol: str):
     whose names do not follow st_<op>_<dtype of t>."""
     fn = t._be.kernel(symbol)
     if fn is not None and _capture is not None:
-        return _capture.wrap(fn, symbol)
+        return _capture.wrap(fn, symbol, t._be)
     return fn
 
 
@@ -220,7 +220,7 @@ def t_kernel_copy(t: Tensor):
     if fn is None:
         fn = _kernel_cache[key] = t._be.kernel(t._be.copy_symbol(t.dtype))
     if _capture is not None:
-        return _capture.wrap(fn, t._be.copy_symbol(t.dtype))
+        return _capture.wrap(fn, t._be.copy_symbol(t.dtype), t._be)
     return fn
 
 
