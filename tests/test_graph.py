@@ -359,3 +359,20 @@ def test_recomputed_im2col_columns_shrink_the_arena_and_keep_the_results():
     assert symbols.count("st_im2col_f32") == 2 * [c[2] for c in kept._latest.graph.calls
                                                   ].count("st_im2col_f32")
     assert fn.arena_bytes < kept.arena_bytes
+
+
+def test_a_replaced_parameter_records_again():
+    lin = nn.Linear(3, 2)
+    x = st.ones(1, 3)
+    with st.no_grad():
+        step = st.compile(lambda t: lin(t).sum(), warmup=0)
+        step(x)
+        step(x)
+        lin.weight = nn.Parameter(st.zeros(2, 3))  # the recording read the old one
+        assert step(x).item() == pytest.approx(lin(x).sum().item())
+        assert step._latest.records == 2
+        strict = st.compile(lambda t: lin(t).sum(), warmup=0, on_change="raise")
+        strict(x)
+        lin.bias = nn.Parameter(st.ones(2))
+        with pytest.raises(GraphError, match="was replaced since recording"):
+            strict(x)

@@ -99,7 +99,9 @@ class _Entry:
             out = step.fn(*self.static)
         tensors: list = []
         self.out_spec = _flatten(out, tensors)
-        self.outputs = tensors
+        # without their autograd history, which would hold the step's saved tensors (and the
+        # parameters they came from) alive
+        self.outputs = [t.detach() for t in tensors]
         recording = rec.recording
         inputs = {rec._sid[id(a._storage)] for a in self.static
                   if isinstance(a, Tensor) and id(a._storage) in rec._sid}
@@ -114,6 +116,14 @@ class _Entry:
             if isinstance(a, Tensor):
                 copy_into(a.detach(), static)
         g = self.graph
+        if g.stale():
+            if self.step.on_change == "raise":
+                raise GraphError("compile: a tensor the step read from outside (a parameter, "
+                                 "a buffer, optimizer state) was replaced since recording; "
+                                 "on_change='raise' forbids recording again")
+            return self.record(args)
+        # held until the replay ends: a collection during it must not free what it reads
+        pinned = g.held()  # noqa: F841
         if not g.early_checks_hold():
             if self.step.on_change == "raise":
                 raise GraphError(f"compile: a value read on the host while recording changed "

@@ -45,7 +45,7 @@ def _zero(storage) -> None:
 
 
 def _state(entry) -> tuple:
-    keep = list(entry.graph.keep.values())
+    keep = entry.graph.held()
     saved = [bytes(_ffi.buffer(_ffi.cast("char *", address(s.ptr)), int(s.nbytes)))
              for s in keep]
     gens = {id(t.gen): (t.gen, t.gen.get_state()) for t in entry.graph.rng}
@@ -69,7 +69,7 @@ def compare(entry, args: tuple) -> str | None:
     graph = entry.graph
     from ..backend import cpu
 
-    if any(type(s) is not cpu.Storage for s in graph.keep.values()) or \
+    if any(type(s) is not cpu.Storage for s in graph.held()) or \
             any(type(a._storage) is not cpu.Storage for a in graph.arenas.values()):
         raise GraphError("compare: the side-by-side comparison reads memory on the host and "
                          "works for CPU steps only")

@@ -100,6 +100,17 @@ class Graph:
             else:
                 self.keep[sid] = obj
         self.born_kept = [sid for sid in self.keep if born[sid] and sid not in rec.host_init]
+        # Storages from before the step (parameters, buffers, optimizer state) are held
+        # weakly: when one goes, the tensor holding it was replaced (a new parameter,
+        # module.to(...)) and the recording must not run on memory nobody uses any more.
+        self.externals = []
+        for sid in [sid for sid in self.keep if not born[sid] and sid not in inputs
+                    and sid not in rec.host_init]:
+            try:
+                self.externals.append(weakref.ref(self.keep[sid]))
+            except TypeError:  # a storage type without weak references stays held
+                continue
+            del self.keep[sid]
         backends, devices = dict(backends), dict(devices)
         if recompute:
             calls, new_index = rematerialize(calls, temps, {"nbytes": nbytes,
@@ -250,6 +261,15 @@ class Graph:
         arena[b.offset // 4:(b.offset + b.nbytes) // 4].fill_(float("nan"))
 
     # ---- replay -----------------------------------------------------------------------------
+    def stale(self) -> bool:
+        """True when a tensor the recording read from outside the step was replaced."""
+        return any(ref() is None for ref in self.externals)
+
+    def held(self) -> list:
+        """Every storage the recording points at outside its arena."""
+        return list(self.keep.values()) + [s for s in (r() for r in self.externals)
+                                           if s is not None]
+
     def early_checks_hold(self) -> bool:
         """Run the calls the early guards depend on, then the guards."""
         if not self.early_guards:
