@@ -288,3 +288,29 @@ def test_batched_products_of_every_size_class_match_numpy():
         b = r.standard_normal((batch, k, n)).astype(np.float32)
         got = (st.tensor(a) @ st.tensor(b)).numpy()
         np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_diagonal_is_a_view_and_trace_sums_it():
+    x = st.arange(12.0).reshape(3, 4)
+    d = x.diagonal(1)
+    assert d.tolist() == [1.0, 6.0, 11.0]
+    d.mul_(0)  # a view: writes reach x
+    assert x[0, 1].item() == 0.0 and x[2, 3].item() == 0.0
+    assert st.trace(st.arange(9.0).reshape(3, 3)).item() == 12.0
+    assert x.diagonal(5).shape == (0,) and x.diagonal(-5).shape == (0,)
+
+
+def test_diagonal_and_trace_errors():
+    with pytest.raises(ValueError, match=r"diagonal: needs a tensor of at least 2 dims, got "
+                                         r"shape \(3,\)"):
+        st.diagonal(st.ones(3))
+    with pytest.raises(IndexError, match="diagonal: dim 2 is out of range for 2 dims"):
+        st.diagonal(st.ones(2, 2), dim2=2)
+    with pytest.raises(ValueError, match=r"diagonal: dim1 and dim2 are the same dim \(0\)"):
+        st.diagonal(st.ones(2, 2), dim1=0, dim2=-2)
+    with pytest.raises(TypeError, match="diagonal: offset must be an int, got 1.5"):
+        st.diagonal(st.ones(2, 2), 1.5)
+    with pytest.raises(ValueError, match=r"trace: expected a 2-D tensor, got shape \(2, 2, 2\)"):
+        st.trace(st.ones(2, 2, 2))
+    with pytest.raises(TypeError, match="trace: input must be a Tensor, got list"):
+        st.trace([[1.0]])

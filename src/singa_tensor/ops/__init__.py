@@ -93,7 +93,7 @@ _EXTRA_METHODS = [
     "scatter_add", "index_select", "flip", "tril", "triu", "narrow", "expand_as", "view_as",
     "reshape_as", "index_add", "nonzero", "matmul", "mm", "bmm", "outer", "dot", "swapaxes",
     "movedim", "type_as", "roll", "masked_select", "mv", "addmm", "select", "tile", "moveaxis",
-    "swapdims",
+    "swapdims", "diagonal", "trace",
 ]
 for _m in _METHODS + _EXTRA_METHODS:
     _f = _public(_m)

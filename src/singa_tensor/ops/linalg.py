@@ -658,7 +658,139 @@ class Einsum(OpSpec):
 
 Einsum.fn = staticmethod(einsum)
 
-__all__ = ["addmm", "bmm", "dot", "einsum", "matmul", "mm", "mv", "outer"]
+# ---- diagonal, trace ----------------------------------------------------------------------------
+
+
+def _diagonal_view(op: str, x: Tensor, offset: int, dim1: int, dim2: int):
+    """(shape, strides, storage offset) of x's diagonal: the other dims, then the diagonal."""
+    if x.__class__ is not Tensor:
+        raise TypeError(f"{op}: input must be a Tensor, got {type(x).__name__}")
+    nd = x.ndim
+    if nd < 2:
+        raise ValueError(f"{op}: needs a tensor of at least 2 dims, got shape {x.shape}")
+    for d in (dim1, dim2):
+        if isinstance(d, bool) or not isinstance(d, int) or not -nd <= d < nd:
+            raise IndexError(f"{op}: dim {d!r} is out of range for {nd} dims")
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"{op}: offset must be an int, got {offset!r}")
+    d1, d2 = dim1 % nd, dim2 % nd
+    if d1 == d2:
+        raise ValueError(f"{op}: dim1 and dim2 are the same dim ({d1})")
+    n1, n2 = x._shape[d1], x._shape[d2]
+    s1, s2 = x._strides[d1], x._strides[d2]
+    start = x._offset
+    if offset >= 0:
+        length = max(0, min(n1, n2 - offset))
+        start += offset * s2 if length else 0
+    else:
+        length = max(0, min(n1 + offset, n2))
+        start += -offset * s1 if length else 0
+    rest = [d for d in range(nd) if d not in (d1, d2)]
+    shape = tuple(x._shape[d] for d in rest) + (length,)
+    strides = tuple(x._strides[d] for d in rest) + (s1 + s2,)
+    return shape, strides, start
+
+
+@register
+class Diagonal(OpSpec):
+    name = "diagonal"
+    onnx = None
+
+    @staticmethod
+    def forward(ctx, x, offset, dim1, dim2):
+        ctx.in_shape, ctx.args = x._shape, (offset, dim1, dim2)
+        return x._view(*_diagonal_view("diagonal", x, offset, dim1, dim2))
+
+    @staticmethod
+    def backward(ctx, g):
+        return (apply(DiagonalBackward, g, ctx.in_shape, *ctx.args),)
+
+    @staticmethod
+    def reference(x, offset=0, dim1=0, dim2=1):
+        return np.diagonal(x, offset, dim1, dim2).copy()
+
+    @staticmethod
+    def samples():
+        r = np.random.default_rng(12)
+        x, y = r.standard_normal((4, 5)), r.standard_normal((2, 3, 4))
+        return [((x,), {}), ((x,), {"offset": 2}), ((x,), {"offset": -1}),
+                ((y,), {"dim1": 1, "dim2": 2}), ((y,), {"offset": 1, "dim1": 2, "dim2": 0})]
+
+
+@register
+class DiagonalBackward(OpSpec):
+    name = "diagonal_backward"
+    onnx = None
+
+    @staticmethod
+    def forward(ctx, g, in_shape, offset, dim1, dim2):
+        ctx.args = (offset, dim1, dim2)
+        from ..creation import zeros
+
+        out = zeros(in_shape, dtype=g.dtype, device=g.device)
+        if g.numel():
+            copy_into(g, out._view(*_diagonal_view("diagonal", out, offset, dim1, dim2)))
+        return out
+
+    @staticmethod
+    def backward(ctx, gg):
+        return (apply(Diagonal, gg, *ctx.args),)
+
+    @staticmethod
+    def reference(g, in_shape, offset=0, dim1=0, dim2=1):
+        out = np.zeros(in_shape, dtype=g.dtype)
+        view = np.diagonal(out, offset, dim1, dim2)
+        view.setflags(write=True)
+        view[...] = g
+        return out
+
+    @staticmethod
+    def samples():
+        g = np.random.default_rng(13).standard_normal((3,))
+        return [((g,), {"in_shape": (4, 5), "offset": 2}),
+                ((g.reshape(1, 3),), {"in_shape": (3, 1, 4), "dim1": 0, "dim2": 2})]
+
+
+def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal of x over dims dim1 and dim2, as a view: `offset` > 0 above the main
+    diagonal, < 0 below. The result has x's other dims, then the diagonal.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.arange(9.0).reshape(3, 3)
+        >>> st.diagonal(x).tolist(), x.diagonal(1).tolist()
+        ([0.0, 4.0, 8.0], [1.0, 5.0])
+    """
+    _diagonal_view("diagonal", x, offset, dim1, dim2)  # validate before recording
+    return apply(Diagonal, x, offset, dim1, dim2)
+
+
+def diagonal_backward(g: Tensor, in_shape, offset: int = 0, dim1: int = 0,
+                      dim2: int = 1) -> Tensor:
+    """Zeros of in_shape with g written on the diagonal (the adjoint of diagonal)."""
+    return apply(DiagonalBackward, g, tuple(in_shape), offset, dim1, dim2)
+
+
+Diagonal.fn = staticmethod(diagonal)
+DiagonalBackward.fn = staticmethod(diagonal_backward)
+
+
+def trace(x: Tensor) -> Tensor:
+    """The sum of the main diagonal of a 2-D tensor.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.trace(st.arange(9.0).reshape(3, 3)).item()
+        12.0
+    """
+    if x.__class__ is not Tensor:
+        raise TypeError(f"trace: input must be a Tensor, got {type(x).__name__}")
+    if x.ndim != 2:
+        raise ValueError(f"trace: expected a 2-D tensor, got shape {x.shape}")
+    return _sum(diagonal(x))
+
+
+__all__ = ["addmm", "bmm", "diagonal", "dot", "einsum", "matmul", "mm", "mv", "outer", "trace"]
 
 
 # ---- ONNX forms (OpSpec.onnx_export) -------------------------------------------------------------
