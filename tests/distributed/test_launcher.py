@@ -61,7 +61,21 @@ def test_dry_run_shows_the_mpiexec_command(tmp_path, capsys):
     assert f"-n 4 -hostfile {hosts} {sys.executable} train.py --lr 0.1" in line
     assert "mpiexec" in line
     cmd, env, dry = launcher.build_command(["-n", "2", "-m", "pkg.mod", "x"])
-    assert cmd[-4:] == [sys.executable, "-m", "pkg.mod", "x"] and env == {} and not dry
+    assert cmd[-4:] == [sys.executable, "-m", "pkg.mod", "x"] and not dry
+
+
+def test_ranks_share_the_cores_of_one_machine(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(launcher.os, "cpu_count", lambda: 8)
+    _, env, _ = launcher.build_command(["-n", "2", "a.py"])
+    assert env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "4"
+    _, env, _ = launcher.build_command(["-n", "16", "a.py"])
+    assert env["OMP_NUM_THREADS"] == "1"
+    _, env, _ = launcher.build_command(["-n", "2", "--threads", "3", "a.py"])
+    assert env["OMP_NUM_THREADS"] == "3"
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's own setting wins
+    _, env, _ = launcher.build_command(["-n", "2", "a.py"])
+    assert "OMP_NUM_THREADS" not in env
 
 
 @pytest.mark.parametrize("args, message", [
@@ -69,6 +83,7 @@ def test_dry_run_shows_the_mpiexec_command(tmp_path, capsys):
     (["-n", "2"], "give the script to run"),
     (["-n", "2", "--servers", "2", "a.py"], "--servers must be between 0 and n - 1 = 1, got 2"),
     (["-n", "2", "--timeout", "0", "a.py"], "--timeout must be a positive number of seconds"),
+    (["-n", "2", "--threads", "0", "a.py"], "--threads must be at least 1, got 0"),
     (["-n", "2", "--hostfile", "/nonexistent/hosts", "a.py"], "/nonexistent/hosts: no such file"),
 ])
 def test_launcher_rejects_bad_arguments(args, message, capsys):

@@ -68,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="how many of the ranks are parameter servers (SINGA_DIST_SERVERS)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds a collective may wait (SINGA_DIST_TIMEOUT)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads per rank (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS); on one "
+                        "machine the default shares its cores among the ranks")
     p.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
     p.add_argument("-m", dest="module", default=None, help="run a module, as python -m does")
     p.add_argument("script", nargs="?", help="the script to run on every rank")
@@ -81,9 +84,10 @@ def build_command(argv: list[str]) -> tuple[list[str], dict, bool]:
 
     Example:
         >>> from singa_tensor.distributed import run
-        >>> cmd, env, dry_run = run.build_command(["-n", "2", "--servers", "1", "train.py"])
-        >>> cmd[1:3], cmd[-1], env
-        (['-n', '2'], 'train.py', {'SINGA_DIST_SERVERS': '1'})
+        >>> cmd, env, dry_run = run.build_command(["-n", "2", "--servers", "1",
+        ...                                        "--threads", "4", "train.py"])
+        >>> cmd[1:3], cmd[-1], env["SINGA_DIST_SERVERS"], env["OMP_NUM_THREADS"]
+        (['-n', '2'], 'train.py', '1', '4')
     """
     p = _parser()
     a = p.parse_args(argv)
@@ -97,6 +101,8 @@ def build_command(argv: list[str]) -> tuple[list[str], dict, bool]:
         p.error(f"--servers must be between 0 and n - 1 = {a.nproc - 1}, got {a.servers}")
     if a.timeout is not None and not a.timeout > 0:
         p.error(f"--timeout must be a positive number of seconds, got {a.timeout}")
+    if a.threads is not None and a.threads < 1:
+        p.error(f"--threads must be at least 1, got {a.threads}")
     if a.hostfile is not None and not os.path.isfile(a.hostfile):
         p.error(f"--hostfile {a.hostfile}: no such file")
     mpiexec = find_mpiexec()
@@ -107,6 +113,13 @@ def build_command(argv: list[str]) -> tuple[list[str], dict, bool]:
         env["SINGA_DIST_SERVERS"] = str(a.servers)
     if a.timeout is not None:
         env["SINGA_DIST_TIMEOUT"] = repr(a.timeout)
+    threads = a.threads
+    if threads is None and a.hostfile is None and "OMP_NUM_THREADS" not in os.environ:
+        # every rank's thread pool would otherwise take every core: n ranks on one machine
+        # would run n times as many threads as it has cores
+        threads = max(1, (os.cpu_count() or 1) // a.nproc)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = str(threads)
     cmd = [mpiexec, "-n", str(a.nproc)]
     if a.hostfile is not None:
         cmd += ["-hostfile", a.hostfile]
