@@ -10,10 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 _CHILD = "SINGA_BENCH_PS_CHILD"
 
@@ -45,16 +43,11 @@ def _child(mode: str, steps: int) -> None:
         def remote():
             ps.step(F.cross_entropy(model(x), y))
 
-        times = {}
-        for name, fn in (("local", plain), ("ps", remote)):
-            for _ in range(5):
-                fn()
-            samples = []
-            for _ in range(steps):
-                t0 = time.perf_counter()
-                fn()
-                samples.append(time.perf_counter() - t0)
-            times[name] = statistics.median(samples) * 1e3
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from bench_train import time_steps
+
+        times = {name: time_steps(fn, 5, steps) * 1e3
+                 for name, fn in (("local", plain), ("ps", remote))}
         ps.close()
         if dist.get_rank() == 0:
             print(json.dumps(times), flush=True)
