@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+from ..ops import _registry
 from ..tensor import Tensor
 from ._base import Communicator, DistributedError, Group, ReduceOp, Work
 
@@ -45,8 +46,6 @@ def _world() -> Group:
 
 
 def _group(group) -> Group:
-    from ..ops import _registry
-
     if _registry._capture is not None:
         # a replay would skip the message and silently train each rank on its own
         raise RuntimeError("distributed: collectives cannot be recorded in graph mode "

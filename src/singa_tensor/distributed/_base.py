@@ -116,6 +116,11 @@ class Work:
             self._then.append(fn)
         return self
 
+    def _expired(self) -> None:
+        """Called once the wait gave up, before it raises (a backend keeps its buffers)."""
+        if self._on_timeout is not None:
+            self._on_timeout()
+
     def _complete(self) -> None:
         self._done = True
         self._keep = None
@@ -150,8 +155,7 @@ class Work:
                 if now < hot_until:
                     continue
                 if now > deadline:
-                    if self._on_timeout is not None:
-                        self._on_timeout()
+                    self._expired()
                     raise DistributedError(
                         f"{self.op}: no reply from the other ranks within {limit:.1f} s (a rank "
                         f"may have died, be stuck, or be calling a different operation); raise "

@@ -56,10 +56,11 @@ class _MpiWork(Work):
     def __init__(self, name: str, reqs, timeout: float, keep, poll=None):
         if poll is None:
             poll = (lambda: _MPI.Request.Testall(reqs)) if isinstance(reqs, list) else reqs.Test
-        super().__init__(name, poll, timeout, on_timeout=self._orphan, keep=keep)
+        super().__init__(name, poll, timeout, keep=keep)
         self._reqs = reqs
 
-    def _orphan(self) -> None:
+    def _expired(self) -> None:
+        # MPI may still write into the buffers: they stay alive until the job ends
         _orphans.append((self._reqs, self._keep))
 
 

@@ -81,10 +81,9 @@ def _rebuild(spec, tensors: list):
 class _Entry:
     """The recording for one input signature."""
 
-    def __init__(self, step: CompiledStep, args: tuple) -> None:
-        self.records = 0
+    def __init__(self, step: CompiledStep) -> None:
+        self.records = 0  # how many times this signature was recorded
         self.step = step
-        self.record(args)
 
     def record(self, args: tuple):
         self.records += 1
@@ -196,8 +195,7 @@ class CompiledStep:
                 raise GraphError(f"compile: the step was recorded for inputs {_describe(have)} "
                                  f"and is now called with {_describe(sig)}; on_change='raise' "
                                  f"forbids recording again")
-            entry = self.graphs[sig] = _Entry.__new__(_Entry)
-            entry.records, entry.step = 0, self
+            entry = self.graphs[sig] = _Entry(self)
             try:
                 out = entry.record(args)
             except BaseException:

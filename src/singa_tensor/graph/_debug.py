@@ -96,13 +96,8 @@ def compare(entry, args: tuple) -> str | None:
 
 
 def _first_difference(graph, after) -> str | None:
-    for take in graph.rng:
-        seed, offset = take.gen._take(take.blocks)
-        if take.call is not None:
-            graph.calls[take.call][1][take.arg:take.arg + 2] = [seed, offset]
-    for u in graph.updates:
-        for p, grad in u.grads:
-            p.grad = grad
+    graph.draw_again()
+    graph.restore_grads(graph.updates)
     for arena in graph.arenas.values():
         _zero(arena._storage)
     for sid in graph.born_kept:

@@ -160,28 +160,33 @@ def _fuse_run(run: list, uses: dict, temps: set) -> list:
     return out
 
 
+def _operands(op: str, a, b) -> tuple:
+    """The values an instruction reads: none for load/const, one for unary, two for binary."""
+    if op == "load" or op == "const":
+        return ()
+    return (a, b) if op in _fused.FUSIBLE_BINARY else (a,)
+
+
 def _allocate(instrs: list, keep: set) -> list | None:
     """instrs with each value (one per instruction) in a physical register, reusing a
     register once its value is read for the last time (values in keep live to the end);
     None when more than the kernel's registers would be needed at once."""
     last = {}
     for k, (op, _dst, a, b) in enumerate(instrs):
-        if op != "load" and op != "const":
-            last[a] = k
-            if op in _fused.FUSIBLE_BINARY:
-                last[b] = k
+        for v in _operands(op, a, b):
+            last[v] = k
     for v in keep:
         last[v] = len(instrs)
     free, phys, out = list(range(_fused.MAX_REGS - 1, -1, -1)), {}, []
     for k, (op, dst, a, b) in enumerate(instrs):
-        if op != "load" and op != "const":
-            a = phys[a]
-            if op in _fused.FUSIBLE_BINARY:
-                b = phys[b]
+        reads = _operands(op, a, b)
+        if reads:
+            a = phys[reads[0]]
+            if len(reads) == 2:
+                b = phys[reads[1]]
         # operands read here for the last time give their registers back first
-        for v in {instrs[k][2], instrs[k][3]} if op in _fused.FUSIBLE_BINARY else \
-                ({instrs[k][2]} if op not in ("load", "const") else set()):
-            if last.get(v) == k and v in phys:
+        for v in set(reads):
+            if last[v] == k:
                 free.append(phys.pop(v))
         if not free:
             return None

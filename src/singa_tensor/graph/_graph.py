@@ -251,9 +251,24 @@ class Graph:
                 f"this step without a graph")
 
     def _eager_update(self, u) -> None:
-        for p, grad in u.grads:
-            p.grad = grad
+        self.restore_grads((u,))
         u.optimizer.step()
+
+    def draw_again(self) -> None:
+        """Take every recorded random draw again from its generator, into its call."""
+        for take in self.rng:
+            seed, offset = take.gen._take(take.blocks)
+            if take.call is not None:
+                args = self.calls[take.call][1]
+                args[take.arg] = seed
+                args[take.arg + 1] = offset
+
+    @staticmethod
+    def restore_grads(updates) -> None:
+        """Give the parameters of the updates the gradient tensors the recording writes."""
+        for u in updates:
+            for p, grad in u.grads:
+                p.grad = grad
 
     def _poison(self, b: Block) -> None:
         arena = self.arenas.get(("own", b.sid)) or self.arenas[id(b.be)]
@@ -281,22 +296,14 @@ class Graph:
         return all(g.holds() for g in self.early_guards)
 
     def replay(self) -> None:
-        calls = self.calls
-        for take in self.rng:
-            seed, offset = take.gen._take(take.blocks)
-            if take.call is not None:
-                args = calls[take.call][1]
-                args[take.arg] = seed
-                args[take.arg + 1] = offset
+        self.draw_again()
         eager = [u for u in self.updates
                  if u.before != u.after or fingerprint(u.optimizer) != u.before]
         if eager:
             prog = self._build(eager)
         else:
             prog = self._program_full
-            for u in self.updates:
-                for p, grad in u.grads:
-                    p.grad = grad
+            self.restore_grads(self.updates)
         for fn, args in prog:
             fn(*args)
 

@@ -36,7 +36,7 @@ def rematerialize(calls: list, temps: set, info: dict) -> tuple[list, list]:
             uses.setdefault(sid, []).append(k)
     inserts: dict[int, list] = {}  # position -> calls to run just before it
     rename: dict[int, list] = {}  # call position -> [(old sid, new sid)]
-    next_id = max([max(info["nbytes"], default=0)] + [0]) + 1
+    next_id = max(info["nbytes"], default=0) + 1
     for p, c in enumerate(calls):
         spec = _spec(c.symbol)
         if spec is None:
@@ -58,7 +58,8 @@ def rematerialize(calls: list, temps: set, info: dict) -> tuple[list, list]:
                     if t in info[key]:
                         info[key][new] = info[key][t]
                 temps.add(new)
-                inserts.setdefault(u, []).append(_copy(c, t, new, out_arg))
+                # the copy writes the new temporary (its inputs are other storages)
+                inserts.setdefault(u, []).append(_renamed(c, t, new))
                 current = new
             if current != t:
                 rename.setdefault(u, []).append((t, current))
@@ -77,34 +78,26 @@ def rematerialize(calls: list, temps: set, info: dict) -> tuple[list, list]:
 
 
 def _still_valid(calls, p, u, ins, t, uses, nbytes) -> bool:
-    """The inputs hold at u what they held at p and are alive there (or cheap to keep)."""
-    vp, vu = calls[p].versions or {}, calls[u].versions or {}
+    """The inputs and the temporary hold at u what they held at p (no in-place write moved
+    their version counters), and the inputs are alive at u (or cheap to keep alive)."""
+    vp = calls[p].versions or {}
     for sid, _ in ins:
-        if sid not in vp or sid not in vu and not _version_between(calls, sid, p, u, vp[sid]):
-            return False
-        if sid in vu and vu[sid] != vp[sid]:
+        if sid not in vp or _version_at(calls, sid, p, u, vp[sid]) != vp[sid]:
             return False
         # an input that would die before u lives on for the copy: worth it only when it is
         # much smaller than the buffer it lets go (im2col columns are k*k times the image)
         if max(uses.get(sid, [p])) < u and 2 * nbytes.get(sid, 1 << 62) > nbytes.get(t, 0):
             return False
-    # nothing wrote the temporary itself in between either
-    return (calls[u].versions or {}).get(t, vp.get(t)) == vp.get(t)
+    return _version_at(calls, t, p, u, vp.get(t)) == vp.get(t)
 
 
-def _version_between(calls, sid, p, u, version) -> bool:
-    """The last recorded version of sid at or before u equals version."""
+def _version_at(calls, sid, p, u, version):
+    """sid's version counter as last recorded by a call in (p, u]; version if none did."""
     for k in range(u, p, -1):
         v = (calls[k].versions or {}).get(sid)
         if v is not None:
-            return v == version
-    return True
-
-
-def _copy(c: Call, old: int, new: int, out_arg: int) -> Call:
-    refs = [(i, new if (i == out_arg and sid == old) else sid, off) for i, sid, off in c.refs]
-    touched = frozenset((c.touched - {old}) | {new})
-    return Call(c.symbol, c.fn, c.args, refs, touched, c.versions, c.be)
+            return v
+    return version
 
 
 def _renamed(c: Call, old: int, new: int) -> Call:
