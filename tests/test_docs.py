@@ -16,9 +16,11 @@ pytest.importorskip("sphinx")
 
 def test_api_reference_builds_and_covers_the_public_api(tmp_path):
     out = tmp_path / "html"
-    r = subprocess.run([sys.executable, "-m", "sphinx", "-Q", "-b", "html", str(ROOT / "docs/api"),
-                        str(out)], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
+    r = subprocess.run([sys.executable, "-m", "sphinx", "-q", "-W", "--keep-going", "-b", "html",
+                        str(ROOT / "docs/api"), str(out)], capture_output=True, text=True,
+                       timeout=600)
+    # -W: a docstring that renders wrongly (bad indentation, a stray |x| substitution) fails
+    assert r.returncode == 0, r.stderr[-4000:]
     pages = {p.stem: p.read_text() for p in out.glob("*.html")}
     expected = {"tensors": ["Tensor", "manual_seed", "Function"],
                 "nn": ["Conv2d", "LSTM", "TransformerEncoderLayer", "Model"],

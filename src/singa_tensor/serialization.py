@@ -1,6 +1,6 @@
 """Checkpoints: `save` and `load` of nested containers of tensors and plain values.
 
-The file is self-describing and loading it never unpickles or executes anything:
+The file is self-describing and loading it never unpickles or executes anything::
 
     offset 0   magic      8 bytes  b"\\x89STCKPT\\n"
            8   version    uint32 little-endian (1)

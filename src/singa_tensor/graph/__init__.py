@@ -1,11 +1,12 @@
 """Graph mode: run a training step once while recording its kernel calls, then replay the
-recording on new inputs without Python, autograd bookkeeping or allocation.
+recording on new inputs without Python, autograd bookkeeping or allocation::
 
     step = st.compile(train_step)     # or @st.compile
     for x, y in loader:
         out, loss = step(x, y)        # calls 1..warmup: eager; next: recorded; then replayed
 
 What a replay does, and what keeps it honest:
+
 - The inputs are copied into the buffers the recording read; the calls run in order on fixed
   buffers. Tensors that die inside the step share one arena, placed by their lifetimes
   (`plan_memory`); what outlives it (parameters, gradients, optimizer state, outputs) keeps

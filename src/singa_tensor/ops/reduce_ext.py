@@ -454,7 +454,7 @@ class Norm(OpSpec):
 
 
 def norm(x: Tensor, p=2, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
-    """Vector p-norm over dim: p is a number (inf and -inf for max/min of |x|, 0 for the count
+    """Vector p-norm over dim: p is a number (inf and -inf for max/min of abs(x), 0 for the count
     of non-zeros) or "fro" (the 2-norm over the given dims).
 
     Example:

@@ -17,7 +17,7 @@ backend's algorithm:
   optionally clipped and pre-divided by the world size before the cast so the float16 sum
   cannot overflow.
 - `backward_and_sparse_update`: per parameter, only the top `spars` fraction (topK=True) or the
-  entries with |g| > spars (topK=False) travel, as (index, value) pairs gathered from every rank
+  entries with abs(g) > spars (topK=False) travel, as (index, value) pairs gathered from every rank
   and summed; with `corr` the entries left out are kept and added to the next step's gradient
   (error feedback), so nothing is lost, only delayed.
 - `backward_and_partial_update`: every rank updates with its local gradient; then one
@@ -332,7 +332,7 @@ class DistOpt:
                                    spars: float = 0.05, topK: bool = False,  # noqa: N803
                                    corr: bool = True) -> int:
         """Send only part of each gradient: with topK the largest `spars` fraction of each
-        parameter's entries (0 < spars <= 1), otherwise the entries with |g| > spars. Every
+        parameter's entries (0 < spars <= 1), otherwise the entries with abs(g) > spars. Every
         rank's (index, value) pairs are gathered and summed, divided by the world size, and
         applied. With `corr`, what was not sent is added to the next step's gradient.
 
