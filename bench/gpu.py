@@ -257,9 +257,10 @@ BANDWIDTH = {
 }
 
 
-def make_step(side: str, builder, shape: tuple, seed: int):
+def make_step(side: str, builder, shape: tuple, seed: int, graph: bool = False):
     """bench_train's model on the GPU: built and initialised on the CPU with the same weights
-    in both libraries, then moved; returns the step function (forward, backward, SGD)."""
+    in both libraries, then moved; returns the step function (forward, backward, SGD), ours
+    in graph mode (st.compile: CUDA-graph replay) when graph is set."""
     lb = bt.Lib(lib(side), side)
     rng = np.random.default_rng(seed)
     xn = rng.standard_normal(shape, dtype=np.float32)
@@ -278,16 +279,19 @@ def make_step(side: str, builder, shape: tuple, seed: int):
         opt.step()
         return loss
 
+    if graph and side == "ours":
+        return st.compile(step)
     return step
 
 
 def train_row(plan: Plan, name: str) -> Row:
-    label, builder, shape = TRAIN[name]
-    row = Row(f"{label} step", "time", STEP_TARGET)
+    graph = name in GRAPH
+    label, builder, shape = TRAIN[GRAPH.get(name, name)]
+    row = Row(f"{label} step" + (" graph" if graph else ""), "time", STEP_TARGET)
     loss0 = {}
     for side in active_sides():
         try:
-            step = make_step(side, builder, shape, seed=7)
+            step = make_step(side, builder, shape, seed=7, graph=graph)
             start, losses = time.perf_counter(), []
             while len(losses) < plan.check_steps:
                 losses.append(float(step().item()))
@@ -298,6 +302,8 @@ def train_row(plan: Plan, name: str) -> Row:
                 row.bad = True
                 row.notes.append(f"{side} loss not decreasing: {losses[0]:.4g}->{losses[-1]:.4g}")
             row.s[side] = timed(side, step, plan.step_warmup, plan.steps, 1, plan.cap_s)
+            if graph and side == "ours":
+                row.notes.append(f"replays {step.replays}, CUDA graphs {step.cuda_graph_stats}")
         except Exception as e:
             row.fail(side, e)
         step = None
@@ -370,7 +376,10 @@ def launch_row(plan: Plan, name: str) -> Row:
     return row
 
 
+# ours in graph mode against PyTorch eager
+GRAPH = {"mlp_graph": "mlp", "cnn_graph": "cnn"}
 CASES = {**{k: bandwidth_row for k in BANDWIDTH}, **{k: train_row for k in TRAIN},
+         **{k: train_row for k in GRAPH},
          "launch": launch_row, "launch_grad": launch_row}
 
 

@@ -49,6 +49,21 @@ def _read_only_numpy_in_tests() -> None:
     st.Tensor.numpy = numpy
 
 
+@pytest.fixture
+def cuda():
+    """The name of a CUDA device: the real one when present, else the stand-in of
+    tests/helpers.py, installed for the test."""
+    if helpers.REQUESTED_DEVICE != "fake-cuda" and st.cuda.is_available():
+        yield "cuda:0"
+        return
+    helpers.install_fake_cuda()
+    try:
+        yield "cuda:0"
+    finally:
+        if helpers.REQUESTED_DEVICE != "fake-cuda":
+            helpers.uninstall_fake_cuda()
+
+
 def pytest_collection_modifyitems(config, items):
     if _skip_reason is not None:
         mark = pytest.mark.skip(reason=_skip_reason)

@@ -107,13 +107,59 @@ def _fake_cupy(pool_limit: int):
 
     def memcpy_async(dst, src, n, kind, stream):
         streams_seen.append(stream)
+        if stream in capturing:
+            raise FakeCudaError("memcpyAsync of host memory on a capturing stream")
         ctypes.memmove(dst, src, n)
 
+    # Streams and CUDA-graph capture: `with stream:` makes a stream current; launches on a
+    # capturing stream are recorded (arguments as they are at capture, as CUDA copies kernel
+    # parameters then) and run only when the graph is launched.
+    current: list = []
+    capturing: dict = {}  # stream ptr -> launches captured so far
+    graph_launches = []
+
+    class Graph:
+        def __init__(self, launches):
+            self.launches = launches
+
+        def launch(self, stream=None):
+            graph_launches.append(len(self.launches))
+            for fn, args in self.launches:
+                fn(*args)
+
     class Stream:
-        ptr = 0
+        _next = [0x5000]
+
+        def __init__(self, null=False, non_blocking=False, ptr=None):
+            if ptr is None:
+                ptr = self._next[0]
+                self._next[0] += 0x10
+            self.ptr = ptr
+
+        def __enter__(self):
+            current.append(self)
+            return self
+
+        def __exit__(self, *exc):
+            current.pop()
+            return False
 
         def synchronize(self):
-            pass
+            if self.ptr in capturing:
+                raise FakeCudaError("synchronize of a capturing stream")
+
+        def begin_capture(self, mode=None):
+            if self.ptr == 0 or self.ptr in capturing:
+                raise FakeCudaError("cannot begin capture on this stream")
+            capturing[self.ptr] = []
+
+        def end_capture(self):
+            return Graph(capturing.pop(self.ptr))
+
+        def is_capturing(self):
+            return self.ptr in capturing
+
+    null_stream = Stream(ptr=0)
 
     class Device:
         def __init__(self, index=0):
@@ -140,15 +186,17 @@ def _fake_cupy(pool_limit: int):
 
     runtime = types.SimpleNamespace(
         getDeviceCount=lambda: 1, getDevice=lambda: 0, CUDARuntimeError=FakeCudaError,
-        memcpyAsync=memcpy_async, memcpyDefault=4)
+        memcpyAsync=memcpy_async, memcpyDefault=4, streamCaptureModeRelaxed=2)
     cuda = types.SimpleNamespace(
-        runtime=runtime, alloc=alloc, Device=Device, get_current_stream=lambda i=-1: Stream(),
+        runtime=runtime, alloc=alloc, Device=Device, Stream=Stream,
+        get_current_stream=lambda i=-1: current[-1] if current else null_stream,
         memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError),
         device=types.SimpleNamespace(get_cublas_handle=lambda: 1))
     mod = types.ModuleType("cupy")
     mod.cuda = cuda
     mod.get_default_memory_pool = Pool
     mod.streams_seen = streams_seen
+    mod.capturing, mod.graph_launches = capturing, graph_launches
     return mod
 
 
@@ -161,7 +209,7 @@ def _host_matrix(addr, rows, cols, ld, dtype):
     return np.lib.stride_tricks.as_strided(flat, (rows, cols), (item, ld * item))
 
 
-def _fake_cublas():
+def _fake_cublas(cupy):
     import types
 
     calls = []
@@ -169,6 +217,9 @@ def _fake_cublas():
     def strided_batched(dtype):
         def gemm(handle, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
                  batch):
+            if cupy.cuda.get_current_stream().ptr in cupy.capturing:  # as CuPy's wrappers do
+                raise NotImplementedError("calling cuBLAS API during stream capture is "
+                                          "currently unsupported")
             calls.append((ta, tb, m, n, k, lda, ldb, ldc, batch))
             al = np.frombuffer((ctypes.c_char * 8).from_address(alpha), dtype=dtype, count=1)[0]
             be = np.frombuffer((ctypes.c_char * 8).from_address(beta), dtype=dtype, count=1)[0]
@@ -190,10 +241,11 @@ def _fake_cublas():
 class _FakeLib:
     """The CPU library under the CUDA ABI: every kernel takes a trailing stream."""
 
-    def __init__(self, cpu_lib, ffi):
+    def __init__(self, cpu_lib, ffi, capturing):
         self._cpu, self._ffi = cpu_lib, ffi
         self.error = None  # the next "launch error" to report
         self.streams = []
+        self._capturing = capturing
 
     def st_cuda_device_count(self):
         return 1
@@ -209,12 +261,19 @@ class _FakeLib:
         fn = getattr(self._cpu, symbol)  # AttributeError: no such kernel
         if not symbol.startswith("st_") or symbol.startswith(("st_alloc", "st_free")):
             raise AttributeError(symbol)
-        streams = self.streams
+        streams, capturing, ffi = self.streams, self._capturing, self._ffi
+        returns = ffi.typeof(fn).result is not ffi.typeof("void")
 
         def launch(*args):
             stream = args[-1]
-            assert self._ffi.typeof(stream) is self._ffi.typeof("void *"), stream
+            assert ffi.typeof(stream) is ffi.typeof("void *"), stream
             streams.append(stream)
+            captured = capturing.get(int(ffi.cast("uintptr_t", stream)))
+            if captured is not None:
+                if returns:  # its result would need the host to wait for the device
+                    raise FakeCudaError(f"{symbol}: waiting on a capturing stream")
+                captured.append((fn, args[:-1]))
+                return None
             return fn(*args[:-1])
 
         setattr(self, symbol, launch)
@@ -239,7 +298,7 @@ def install_fake_cuda(pool_limit: int = 1 << 34):
     if _fake is None:
         cupy = _fake_cupy(pool_limit)
         ffi_mod = types.ModuleType("singa_tensor.backend._cuda_ffi")
-        ffi_mod.ffi, ffi_mod.lib = cpu.ffi, _FakeLib(cpu.lib, cpu.ffi)
+        ffi_mod.ffi, ffi_mod.lib = cpu.ffi, _FakeLib(cpu.lib, cpu.ffi, cupy.capturing)
         names = ("cupy", "singa_tensor.backend._cuda_ffi")
         saved = {n: sys.modules.get(n) for n in names}
         sys.modules.update(dict(zip(names, (cupy, ffi_mod))))
@@ -255,7 +314,7 @@ def install_fake_cuda(pool_limit: int = 1 << 34):
                     sys.modules.pop(n, None)
                 else:
                     sys.modules[n] = m
-        cublas = _fake_cublas()
+        cublas = _fake_cublas(cupy)
         mod._load_cublas = lambda: (cublas, lambda: 1)
         mod.fake_cupy, mod.fake_lib, mod.fake_cublas = cupy, ffi_mod.lib, cublas
         _fake = mod

@@ -22,18 +22,7 @@ REAL_GPU = helpers.REQUESTED_DEVICE != "fake-cuda" and st.cuda.is_available()
 needs_gpu = pytest.mark.skipif(not REAL_GPU, reason="needs a usable CUDA device (and CuPy)")
 
 
-@pytest.fixture
-def cuda():
-    """The name of a CUDA device: the real one when present, else the stand-in."""
-    if REAL_GPU:
-        yield "cuda:0"
-        return
-    helpers.install_fake_cuda()
-    try:
-        yield "cuda:0"
-    finally:
-        if helpers.REQUESTED_DEVICE != "fake-cuda":
-            helpers.uninstall_fake_cuda()
+# the `cuda` fixture (tests/conftest.py): the real device when present, else the stand-in
 
 
 # ---- everywhere: device names and the errors without a GPU -------------------------------------

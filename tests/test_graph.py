@@ -16,6 +16,8 @@ from singa_tensor import nn, optim
 from singa_tensor.graph import GraphError
 from singa_tensor.graph._debug import compare
 
+from . import helpers
+
 _BENCH = os.path.join(os.path.dirname(__file__), "..", "bench", "bench_train.py")
 _spec = importlib.util.spec_from_file_location("bench_train", _BENCH)
 bench_train = importlib.util.module_from_spec(_spec)
@@ -98,8 +100,8 @@ def _train(name: str, graph: bool, steps: int, opt: str = "sgd", **options):
         losses.append(fn(x, y).item())
         if sched is not None:
             sched.step()
-    params = [p.detach().numpy().copy() for p in model.parameters()]
-    buffers = [b.detach().numpy().copy() for b in model.buffers()]
+    params = [p.detach().cpu().numpy().copy() for p in model.parameters()]
+    buffers = [b.detach().cpu().numpy().copy() for b in model.buffers()]
     return params, buffers, losses, fn
 
 
@@ -376,3 +378,55 @@ def test_a_replaced_parameter_records_again():
         lin.bias = nn.Parameter(st.ones(2))
         with pytest.raises(GraphError, match="was replaced since recording"):
             strict(x)
+
+
+@pytest.mark.parametrize("name,opt", [("transformer", "sgd"), ("mlp", "adam")])
+def test_cuda_graph_replay_trains_like_eager(cuda, name, opt):
+    # Runs of kernel launches replay as CUDA graphs; cuBLAS products, random draws (dropout
+    # takes a new seed each step) and eager optimizer updates (Adam's step count) stay
+    # between them. On the stand-in device a captured launch runs only when its graph does,
+    # with the arguments it had at capture, and cuBLAS refuses a capturing stream as CuPy's
+    # wrappers do: a launch wrongly put in a graph shows up as a failed capture or as
+    # results that differ from eager.
+    from singa_tensor import backend
+
+    stand_in = helpers._fake is not None and backend._loaded.get("cuda") is helpers._fake
+    launches = helpers._fake.fake_cupy.graph_launches if stand_in else []
+    before = st.get_default_device()
+    st.set_default_device(cuda)
+    try:
+        pe, be, le, _ = _train(name, False, 5, opt=opt)
+        n0 = len(launches)
+        pg, bg, lg, fn = _train(name, True, 5, opt=opt)
+        po, bo, lo, plain = _train(name, True, 5, opt=opt, cuda_graphs=False)
+    finally:
+        st.set_default_device(before)
+    stats = fn.cuda_graph_stats
+    assert stats["failed"] == 0 and stats["captured"] >= 2
+    assert stats["launches"] > fn.calls // 2  # most launches are inside graphs
+    assert plain.cuda_graph_stats == {"captured": 0, "failed": 0, "launches": 0}
+    assert lg == pytest.approx(le, rel=1e-6, abs=1e-6) and lg == lo
+    for a, b, c in zip(pe + be, pg + bg, po + bo):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(b, c)
+    if stand_in:  # each of the 3 replays launched every graph once
+        assert len(launches) - n0 == 3 * stats["captured"]
+
+
+def test_a_failed_cuda_graph_capture_warns_and_replays_launch_by_launch(cuda, monkeypatch):
+    from singa_tensor import backend
+
+    be = backend.get(st.device(cuda))
+
+    def refuse(calls):
+        raise RuntimeError("capture refused for the test")
+
+    monkeypatch.setattr(type(be), "capture", lambda self, calls: refuse(calls))
+    x = st.arange(6.0, device=cuda)
+    step = st.compile(lambda t: (t * 2 + 1).relu() - 3, warmup=0, fuse=False)
+    step(x)
+    with pytest.warns(RuntimeWarning, match="CUDA graph failed.*capture refused"):
+        got = step(x)
+    assert got.tolist() == [max(2 * v + 1, 0) - 3 for v in range(6)]
+    assert step.cuda_graph_stats["failed"] >= 1 and step.cuda_graph_stats["captured"] == 0
+    assert step(x + 1).tolist() == [max(2 * v + 3, 0) - 3 for v in range(6)]

@@ -32,6 +32,9 @@ _PTR = {k: v + " *" for k, v in _CTYPE.items()}
 _WIDTH = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}
 _INT_MAX = (1 << 31) - 1
 _count: int | None = None
+# Kernels a CUDA graph cannot hold: nonzero waits for its count on the host, and CuPy's cuBLAS
+# wrappers refuse a capturing stream.
+_UNCAPTURABLE = frozenset({"st_nonzero_u8", "st_gemm_f32", "st_gemm_f64"})
 
 
 def device_count() -> int:
@@ -215,7 +218,34 @@ class CudaBackend:
             return r
 
         launch.__name__ = symbol
+        # read by graph mode, which captures runs of capturable launches into CUDA graphs
+        launch.capturable = symbol not in _UNCAPTURABLE
+        launch.backend = self
         return launch
+
+    # ---- CUDA graphs ------------------------------------------------------------------------
+    def capture(self, calls):
+        """The kernel launches `calls` ([(launcher, args)], launchers from `kernel`) captured
+        into one CUDA graph on a private stream; nothing runs until the graph is launched.
+        Raises what the capture raised, with the capture ended and the error channel clear."""
+        if not hasattr(cupy.cuda.Stream, "begin_capture"):
+            raise RuntimeError("this CuPy cannot capture CUDA graphs")
+        mode = getattr(_runtime, "streamCaptureModeRelaxed", None)
+        stream = cupy.cuda.Stream(non_blocking=True)
+        with self._on_device(), stream:
+            stream.begin_capture(mode) if mode is not None else stream.begin_capture()
+            try:
+                for fn, args in calls:
+                    fn(*args)
+            except BaseException:
+                try:
+                    stream.end_capture()
+                except Exception:  # an invalidated capture: the first error is the one to see
+                    pass
+                lib.st_cuda_clear_error()
+                raise
+            graph = stream.end_capture()
+        return _Captured(graph, stream, self)
 
     def _blas_gemm(self, symbol: str, kernel):
         """st_gemm through cuBLAS: row-major C = alpha op(A) op(B) + beta C is column-major
@@ -332,6 +362,21 @@ class CudaBackend:
         span = 1 + sum((n - 1) * s for n, s in zip(arr.shape, strides)) if arr.size else 0
         storage = Storage(arr, arr.data.ptr, span * item, _PTR[d.name], self.index)
         return Tensor._make(storage, tuple(arr.shape), strides, 0, d, self.device, self)
+
+
+class _Captured:
+    """A CUDA graph made by `CudaBackend.capture`, with the stream it was captured on."""
+
+    __slots__ = ("graph", "stream", "be")
+
+    def __init__(self, graph, stream, be: CudaBackend):
+        self.graph, self.stream, self.be = graph, stream, be
+
+    def launch(self) -> None:
+        """Run the captured launches once, in order, on the current stream."""
+        be = self.be
+        with be._on_device():
+            self.graph.launch(cupy.cuda.get_current_stream(be.index))
 
 
 class _NoSwitchType:

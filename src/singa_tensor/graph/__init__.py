@@ -21,6 +21,9 @@ What a replay does, and what keeps it honest:
 - An optimizer update whose hyper-parameters changed since recording (a scheduler's lr), or
   that keeps host-side state (Adam's step count), runs eagerly in its place.
 - Outputs are returned as fresh tensors (copies of the recorded ones).
+- On a CUDA device, each run of kernel launches between such Python steps is captured once
+  into a CUDA graph and launched as one (`cuda_graphs`, see graph/_cudagraph.py); launches
+  through cuBLAS and random draws stay plain launches between the graphs.
 
 What a replay cannot see: Python state the step reads that is not a tensor (a counter, a flag,
 a module switched to eval mode) unless passed as an argument, and communication (collectives
@@ -107,7 +110,8 @@ class _Entry:
                   if isinstance(a, Tensor) and id(a._storage) in rec._sid}
         self.graph = Graph(recording, recording.backends, recording.devices, inputs,
                            plan_memory=step.plan_memory, poison=step.poison,
-                           fuse_fn=step.fuse_fn, recompute=step.recompute)
+                           fuse_fn=step.fuse_fn, recompute=step.recompute,
+                           cuda_graphs=step.cuda_graphs)
         del rec, recording, out
         return _rebuild(self.out_spec, self.outputs)
 
@@ -137,8 +141,8 @@ class _Entry:
 class CompiledStep:
     """A step function in graph mode (made by `st.compile`). Call it like the function.
 
-    Attributes: `graphs` (signature -> recording), `calls` and `arena_bytes` of the latest
-    recording, `replays` (how many calls were replayed).
+    Attributes: `graphs` (signature -> recording), `calls`, `arena_bytes` and
+    `cuda_graph_stats` of the latest recording, `replays` (how many calls were replayed).
 
     Example:
         >>> import singa_tensor as st
@@ -159,7 +163,7 @@ class CompiledStep:
 
     def __init__(self, fn: Callable, *, warmup: int = 1, on_change: str = "rerecord",
                  plan_memory: bool = True, fuse: bool = True, poison: bool = False,
-                 recompute: bool = True) -> None:
+                 recompute: bool = True, cuda_graphs: bool = True) -> None:
         if not callable(fn):
             raise TypeError(f"compile: expected a function, got {type(fn).__name__}")
         if on_change not in _ON_CHANGE:
@@ -173,6 +177,7 @@ class CompiledStep:
         self.plan_memory = bool(plan_memory)
         self.poison = bool(poison)
         self.recompute = bool(recompute)
+        self.cuda_graphs = bool(cuda_graphs)
         self.fuse_fn = None
         if fuse:
             from ._fuse import fuse_calls
@@ -216,6 +221,15 @@ class CompiledStep:
     def arena_bytes(self) -> int:
         return self._latest.graph.arena_bytes if self.graphs else 0
 
+    @property
+    def cuda_graph_stats(self) -> dict:
+        """For the latest recording: CUDA graphs captured, captures that failed (their
+        launches replay one by one) and launches the captured graphs hold. All zero on the
+        CPU and before the first replay."""
+        if not self.graphs:
+            return {"captured": 0, "failed": 0, "launches": 0}
+        return self._latest.graph.graph_stats()
+
     def check_plan(self) -> None:
         """Raise GraphError if two temporaries alive at the same time share arena bytes."""
         for entry in self.graphs.values():
@@ -237,9 +251,10 @@ def compile(fn: Callable | None = None, **options):  # noqa: A001 - st.compile, 
     """Graph mode for a step function: `st.compile(fn, **options)` or `@st.compile` /
     `@st.compile(**options)`. Options: warmup (eager calls before recording, default 1),
     on_change ("rerecord" or "raise"), plan_memory, fuse (elementwise chains as one kernel),
-    recompute (remake im2col columns before backward instead of keeping them), poison (fill
-    each temporary with NaN bits once dead: a plan that let two live tensors share memory
-    then shows up as wrong results). See singa_tensor.graph for what a replay does.
+    recompute (remake im2col columns before backward instead of keeping them), cuda_graphs
+    (on a CUDA device, replay runs of kernel launches as CUDA graphs), poison (fill each
+    temporary with NaN bits once dead: a plan that let two live tensors share memory then
+    shows up as wrong results). See singa_tensor.graph for what a replay does.
 
     Example:
         >>> import singa_tensor as st

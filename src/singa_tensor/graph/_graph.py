@@ -12,6 +12,7 @@ import weakref
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._capture import GraphError, Guard, Recording, _ffi, address, fingerprint
+from ._cudagraph import into_segments
 from ._remat import rematerialize, renumber
 
 _ALIGN = 64
@@ -64,7 +65,7 @@ class Graph:
 
     def __init__(self, rec: Recording, backends: dict, devices: dict, inputs: set,
                  plan_memory: bool = True, poison: bool = False, fuse_fn=None,
-                 recompute: bool = True) -> None:
+                 recompute: bool = True, cuda_graphs: bool = True) -> None:
         calls = rec.calls
         touched = set()
         for c in calls:
@@ -172,7 +173,10 @@ class Graph:
         self.updates = rec.updates
         self._split_guards(rec.guards, calls, inputs, born, rec.host_init, rec.writers)
         self.poison = poison
+        self.cuda_graphs = cuda_graphs
+        self.segments: dict = {}  # (first, last) call position -> Segment
         self._program_full = self._build(eager_updates=())
+        self._programs: dict = {}  # the start positions of the eager updates -> program
 
     # ---- guards -----------------------------------------------------------------------------
     def _split_guards(self, guards: list[Guard], calls, inputs: set, born: list,
@@ -219,7 +223,7 @@ class Graph:
         skip = {}
         for u in eager_updates:
             skip[u.start] = u
-        prog = []
+        prog, index = [], []  # index: the call position of each item, None for Python
         dying = {}
         if self.poison:
             for b in self.blocks:
@@ -228,18 +232,25 @@ class Graph:
         while i <= n:
             for g in self.late.get(i, ()):
                 prog.append((self._check, (g,)))
+                index.append(None)
             u = skip.get(i)
             if u is not None:
                 prog.append((self._eager_update, (u,)))
+                index.append(None)
                 i = u.end
                 continue
             if i == n:
                 break
             fn, args, _ = self.calls[i]
             prog.append((fn, args))
+            index.append(i)
             for b in dying.get(i, ()):
                 prog.append((self._poison, (b,)))
+                index.append(None)
             i += 1
+        if self.cuda_graphs:
+            varying = {take.call for take in self.rng if take.call is not None}
+            prog = into_segments(prog, index, varying, self.segments)
         return prog
 
     def _check(self, g: Guard) -> None:
@@ -280,6 +291,14 @@ class Graph:
         """True when a tensor the recording read from outside the step was replaced."""
         return any(ref() is None for ref in self.externals)
 
+    def graph_stats(self) -> dict:
+        """CUDA graphs of this recording: how many runs were captured, how many failed, how
+        many launches they hold."""
+        segs = list(self.segments.values())
+        return {"captured": sum(sg.captured is not None for sg in segs),
+                "failed": sum(sg.failed is not None for sg in segs),
+                "launches": sum(len(sg.calls) for sg in segs if sg.captured is not None)}
+
     def held(self) -> list:
         """Every storage the recording points at outside its arena."""
         return list(self.keep.values()) + [s for s in (r() for r in self.externals)
@@ -300,7 +319,10 @@ class Graph:
         eager = [u for u in self.updates
                  if u.before != u.after or fingerprint(u.optimizer) != u.before]
         if eager:
-            prog = self._build(eager)
+            key = tuple(u.start for u in eager)
+            prog = self._programs.get(key)
+            if prog is None:
+                prog = self._programs[key] = self._build(eager)
         else:
             prog = self._program_full
             self.restore_grads(self.updates)
