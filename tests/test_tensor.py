@@ -104,6 +104,21 @@ def test_array_protocol():
     assert np.asarray(st.ones(2, dtype=st.bfloat16)).dtype == np.float32
 
 
+def test_array_protocol_copies_exactly_when_asked():
+    t = st.zeros(3, device="cpu")
+    np.array(t)[0] = 5.0  # np.array copies
+    assert t.tolist() == [0.0, 0.0, 0.0]
+    np.asarray(t)[1] = 5.0  # np.asarray shares a CPU tensor's memory
+    assert t.tolist() == [0.0, 5.0, 0.0]
+    np.asarray(t, copy=False)[2] = 7.0
+    assert t.tolist() == [0.0, 5.0, 7.0]
+    with pytest.raises(ValueError, match=r"__array__: a bfloat16 tensor on cpu .*copy=False"):
+        np.asarray(st.ones(2, dtype=st.bfloat16), copy=False)
+    with pytest.raises(ValueError, match=r"__array__: a float32 .* of float64 without a copy"):
+        np.asarray(t, dtype=np.float64, copy=False)
+    assert np.array(t, dtype=np.float64).tolist() == [0.0, 5.0, 7.0]
+
+
 def test_item_and_python_scalars():
     assert st.tensor([2.5]).item() == 2.5
     assert isinstance(st.tensor([[7]]).item(), int)

@@ -240,9 +240,20 @@ class Tensor:
         return a.view(np.bool_) if self.dtype is _dt.bool_ else a
 
     def __array__(self, dtype=None, copy=None):
+        """numpy's conversion protocol: `np.asarray(t)` shares a CPU tensor's memory,
+        `np.array(t)` (copy=True) never does, and copy=False raises ValueError when the
+        conversion needs a copy (another device, bfloat16, another dtype)."""
         a = self.detach().cpu().to_numpy_value()
-        if dtype is not None:
+        shared = self._device.type == "cpu" and self.dtype is not _dt.bfloat16
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            shared = False
             a = a.astype(dtype)
+        elif copy and shared:
+            return a.copy()
+        if copy is False and not shared:
+            raise ValueError(f"__array__: a {self.dtype.name} tensor on {self._device} cannot "
+                             f"become a numpy array{'' if dtype is None else f' of {dtype}'} "
+                             f"without a copy, and copy=False was asked for")
         return a
 
     def to_numpy_value(self) -> np.ndarray:

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+from ._export import export
 from ._handlers import OnnxImportError
 
 _loaded = False
@@ -115,13 +116,6 @@ def prepare(model, device: str = "CPU", **kwargs):
     from ._backend import Backend
 
     return Backend.prepare(model, device, **kwargs)
-
-
-def export(*args, **kwargs):
-    """Trace a forward pass and write it as an ONNX model; see `singa_tensor.onnx.export_`."""
-    from ._export import export as _export
-
-    return _export(*args, **kwargs)
 
 
 def __getattr__(name):
