@@ -104,6 +104,14 @@ def test_array_protocol():
     assert np.asarray(st.ones(2, dtype=st.bfloat16)).dtype == np.float32
 
 
+def test_data_ptr_is_the_address_numpy_sees():
+    t = st.tensor(np.arange(12.0).reshape(3, 4), device="cpu")
+    assert t.data_ptr() == t.numpy().ctypes.data
+    v = t[1:, 2:]
+    assert v.data_ptr() == t.data_ptr() + (1 * 4 + 2) * 8 == v.numpy().ctypes.data
+    assert st.ones(3, dtype=st.bfloat16)[1:].data_ptr() % 2 == 0
+
+
 def test_array_protocol_copies_exactly_when_asked():
     t = st.zeros(3, device="cpu")
     np.array(t)[0] = 5.0  # np.array copies

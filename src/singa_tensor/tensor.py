@@ -178,6 +178,21 @@ class Tensor:
     def element_size(self) -> int:
         return self.dtype.itemsize
 
+    def data_ptr(self) -> int:
+        """The address of the tensor's first element: host memory on the CPU, device memory
+        on a CUDA device. For handing the data to code of your own (a C function through
+        cffi or ctypes, a CUDA kernel); mind `stride()` for a view and `is_contiguous()`,
+        and keep the tensor alive while the address is in use.
+
+        Example:
+            >>> import singa_tensor as st
+            >>> t = st.arange(4.0)
+            >>> t[1:].data_ptr() - t.data_ptr() == t.element_size()
+            True
+        """
+        base = int(self._be.ffi.cast("uintptr_t", self._storage.ptr))
+        return base + self._offset * self.dtype.itemsize if base else 0
+
     @property
     def is_leaf(self) -> bool:
         return self._node is None
