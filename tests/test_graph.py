@@ -430,3 +430,31 @@ def test_a_failed_cuda_graph_capture_warns_and_replays_launch_by_launch(cuda, mo
     assert got.tolist() == [max(2 * v + 1, 0) - 3 for v in range(6)]
     assert step.cuda_graph_stats["failed"] >= 1 and step.cuda_graph_stats["captured"] == 0
     assert step(x + 1).tolist() == [max(2 * v + 3, 0) - 3 for v in range(6)]
+
+
+def test_an_op_that_writes_its_result_outside_the_kernels_is_refused():
+    # a spec whose forward fills its output through its own code (here ctypes on the host;
+    # in a tutorial, C compiled with cffi) is invisible to the recording: a replay would hand
+    # back the recorded values, so recording refuses it instead
+    import ctypes
+
+    from singa_tensor.ops._registry import REGISTRY, OpSpec, apply, empty_like_shape
+
+    class Negate(OpSpec):
+        name = "test_graph_outside_negate"
+        differentiable = False
+
+        @staticmethod
+        def forward(ctx, x):
+            out = empty_like_shape(x, x.shape)
+            vals = (-x.detach().cpu().numpy()).astype(np.float32)
+            ctypes.memmove(out.data_ptr(), vals.ctypes.data, vals.nbytes)
+            return out
+
+    x = st.tensor([1.0, 2.0], device="cpu")
+    assert apply(Negate, x).tolist() == [-1.0, -2.0]  # eager: fine
+    step = st.compile(lambda t: apply(Negate, t) * 2, warmup=0)
+    with pytest.raises(GraphError, match="op test_graph_outside_negate made its result without "
+                                         "a kernel call"):
+        step(x)
+    assert "test_graph_outside_negate" not in REGISTRY

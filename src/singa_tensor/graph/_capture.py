@@ -288,6 +288,33 @@ class Recorder:
                     seen[sid] = storages[sid].version
                 last[sid] = n
 
+    # ---- ops ---------------------------------------------------------------------------------
+    def mark(self) -> tuple:
+        return len(self.recording.calls), len(self.recording.storages)
+
+    def op_done(self, spec, mark: tuple, out) -> None:
+        """Refuse an op whose new result no recorded call wrote: its forward filled the memory
+        some other way (its own C code through cffi, ctypes, ...), which a replay would skip,
+        returning the recorded values again."""
+        ncalls, nstorages = mark
+        rec = self.recording
+        written = None
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if not isinstance(t, Tensor) or t.numel() == 0:
+                continue
+            sid = self._sid.get(id(t._storage))
+            if sid is None or sid < nstorages or sid in rec.host_init:
+                continue  # older memory (a view, an in-place write) or values from the host
+            if written is None:
+                written = set().union(*(c.touched for c in rec.calls[ncalls:]))
+            if sid not in written:
+                raise GraphError(
+                    f"graph capture: op {spec.name} made its result without a kernel call "
+                    f"the recording can see (its forward writes memory directly, not through "
+                    f"ops._registry.kernel); a replay would return the recorded values again. "
+                    f"Launch its kernels through kernel(), or run this step without compile "
+                    f"({_where()})")
+
     # ---- host reads -------------------------------------------------------------------------
     def host_read(self, t: Tensor, value) -> None:
         if self._reading:

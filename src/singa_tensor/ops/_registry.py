@@ -94,7 +94,12 @@ def apply(spec, *args, **attrs):
     """Run spec's forward and, when gradients are wanted, record it in the graph."""
     nc = spec.__dict__.get("node_class")
     ctx = nc() if nc is not None else _ag.Node()
-    out = spec.forward(ctx, *args, **attrs)
+    if _capture is None:
+        out = spec.forward(ctx, *args, **attrs)
+    else:  # graph mode is recording: it checks that the result came from recorded kernels
+        mark = _capture.mark()
+        out = spec.forward(ctx, *args, **attrs)
+        _capture.op_done(spec, mark, out)
     if _tracer is not None:
         _tracer.record(spec, args, attrs, out)
     if _ag._mode.enabled and spec.differentiable:
