@@ -458,3 +458,16 @@ def test_an_op_that_writes_its_result_outside_the_kernels_is_refused():
                                          "a kernel call"):
         step(x)
     assert "test_graph_outside_negate" not in REGISTRY
+
+
+def test_copies_between_devices_inside_the_step_replay_with_new_values(cuda):
+    # a step that moves its input to the device and its result back: the copies are recorded
+    # calls, so each replay copies the new values (recorded copies were once kept as
+    # constants and replayed the first input's values)
+    up = st.compile(lambda x: (x * 2).to(cuda) * 3, warmup=0)
+    down = st.compile(lambda x: (x.to(cuda) + 1).cpu() * 2, warmup=0)
+    for v in (1.0, 2.0, 5.0):
+        x = st.full((4,), v, device="cpu")
+        assert up(x).cpu().tolist() == [6 * v] * 4
+        assert down(x).tolist() == [2 * (v + 1)] * 4
+    assert up.replays == down.replays == 2

@@ -123,6 +123,7 @@ class CudaBackend:
         self._multi = device_count() > 1
         self._kernels: dict = {}
         self._streams: dict = {}
+        self._copiers: dict = {}
 
     def __repr__(self) -> str:
         return f"<cuda backend for {self.device}>"
@@ -282,6 +283,7 @@ class CudaBackend:
     # ---- host and device copies -------------------------------------------------------------
     def transfer(self, x, device: Device):
         """x copied to device, where x or device (or both) is this backend's device."""
+        from ..ops import _registry
         from ..ops._registry import contiguous
         from ..tensor import Tensor
         from . import get
@@ -291,19 +293,39 @@ class CudaBackend:
         out = Tensor._empty(x._shape, x.dtype, device, dst)
         nbytes = x.numel() * x.dtype.itemsize
         if nbytes:
-            stream = cupy.cuda.get_current_stream(
-                self.index if device.type != "cuda" else device.index)
-            if x._device.type == device.type == "cuda" and x._device != device:
-                # the source device's queue must finish before another one reads
-                get(x._device).synchronize()
-            _runtime.memcpyAsync(_address(_data(out)), _address(_data(src)), nbytes,
+            copy = self._copier(x._device, device)
+            if _registry._capture is not None:  # graph mode records the copy as a call
+                copy = _registry._capture.wrap(copy, "transfer", self)
+            copy(_data(out), _data(src), nbytes)
+        return out
+
+    def _copier(self, src: Device, dst: Device):
+        """copy(dst_ptr, src_ptr, nbytes) from memory on src to memory on dst."""
+        key = (src, dst)
+        fn = self._copiers.get(key)
+        if fn is not None:
+            return fn
+        from . import get
+
+        index = self.index if dst.type != "cuda" else dst.index
+        between = src.type == dst.type == "cuda" and src != dst
+        from_device = src.type == "cuda"
+
+        def copy(dst_ptr, src_ptr, nbytes):
+            stream = cupy.cuda.get_current_stream(index)
+            if between:  # the source device's queue must finish before another one reads
+                get(src).synchronize()
+            _runtime.memcpyAsync(_address(dst_ptr), _address(src_ptr), nbytes,
                                  _runtime.memcpyDefault, stream.ptr)
-            if x._device.type == "cuda":
+            if from_device:
                 # host memory is read as soon as this returns, and a temporary source must
                 # not go back to another device's pool while the copy still reads it (a copy
                 # from pageable host memory has been staged by the time memcpyAsync returns)
                 stream.synchronize()
-        return out
+
+        copy.__name__ = f"transfer {src} -> {dst}"
+        self._copiers[key] = copy
+        return copy
 
     # ---- interchange ------------------------------------------------------------------------
     def cupy_view(self, t):

@@ -261,6 +261,11 @@ class Recorder:
                     refs.append((i, hit[0], hit[1]))
                     touched.add(hit[0])
         rec = self.recording
+        if symbol == "transfer":
+            # (dst, src, nbytes): a copy of a constant from the host is a constant too
+            where = {i: sid for i, sid, _ in refs}
+            if where.get(1) in rec.host_init and 0 in where:
+                rec.host_init.add(where[0])
         self._note_writes(touched)
         for take in rec.rng:
             if take.call is None:
@@ -416,15 +421,20 @@ class Recorder:
             rec.host_init.add(self.add_storage(storage, True))
             return result
 
-        if isinstance(owner, type):
+        if name == "transfer":
+            # The copy itself is recorded as a call (the backend launches it through the
+            # capture hook), so a replay copies the new values. A copy to the host is also
+            # how a device tensor's values are read: a guard on it copies again, from the
+            # tensor it came from.
             def wrapper(obj, *args, **kwargs):
-                result = mark(orig(obj, *args, **kwargs))
-                if name == "transfer" and isinstance(result, Tensor):
-                    # a copy to the host is how a device tensor's values are read: a guard on
-                    # the copy must copy again, from the tensor it came from
+                result = orig(obj, *args, **kwargs)
+                if isinstance(result, Tensor):
                     self._copies[id(result._storage)] = (
                         args[0], lambda: orig(obj, *args, **kwargs))
                 return result
+        elif isinstance(owner, type):
+            def wrapper(obj, *args, **kwargs):
+                return mark(orig(obj, *args, **kwargs))
         else:
             def wrapper(*args, **kwargs):
                 return mark(orig(*args, **kwargs))
@@ -444,7 +454,8 @@ class Recorder:
 
 
 def _host_writers() -> list:
-    """The functions that make storages whose contents come from the host, not a kernel."""
+    """The functions that make storages whose contents come from the host, not a kernel, and
+    the device backends' transfers (see _patch_host_writer)."""
     from ..backend import cpu
 
     out = [(cpu, "from_numpy")]
