@@ -45,6 +45,15 @@ def test_initializers_become_parameters_and_gradients_flow():
     np.testing.assert_allclose(names["fc_bias"].grad.numpy(), mask.sum(0), rtol=1e-6)
 
 
+def test_repr_describes_the_graph():
+    model, _, _ = _mlp_model()
+    model.opset_import.append(helper.make_opsetid("com.example", 2))
+    assert repr(st.onnx.load(model)) == (
+        "OnnxModule(graph='mlp', inputs=['x'], outputs=['y'], nodes=3 (MatMul 1, Add 1, "
+        "Relu 1), opset " + str(model.opset_import[0].version) + ", com.example 2, "
+        "parameters=16)")
+
+
 def test_load_from_path_bytes_and_file_object(tmp_path):
     model, w, b = _mlp_model()
     path = tmp_path / "m.onnx"

@@ -362,6 +362,21 @@ class OnnxModule(Module):
     def output_names(self) -> list:
         return list(self._graph.output_names)
 
+    def extra_repr(self) -> str:
+        """The graph's name, inputs and outputs, how many nodes of which op types, the opsets
+        and the parameter count, e.g. `graph='main', inputs=['x'], outputs=['y'], nodes=2
+        (Gemm 1, Relu 1), opset 17, parameters=8`."""
+        graph = self._model.graph
+        counts: dict = {}
+        for n in graph.node:
+            counts[n.op_type] = counts.get(n.op_type, 0) + 1
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+        opsets = ", ".join(f"{d} {v}" if d else str(v)
+                           for d, v in sorted(self._graph.opsets.items()))
+        n_params = sum(p.numel() for p in self.parameters())
+        return (f"graph={graph.name!r}, inputs={self.input_names}, outputs={self.output_names}, "
+                f"nodes={len(graph.node)} ({kinds}), opset {opsets}, parameters={n_params}")
+
     def _refresh_constants(self) -> None:
         # parameters may have been replaced by module.to(...) or load_state_dict
         params = dict(self.named_parameters())
