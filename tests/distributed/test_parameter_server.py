@@ -52,7 +52,9 @@ def bsp_vs_single(servers):
         mse(ref, st.tensor(X[:rows * workers]), st.tensor(Y[:rows * workers])).backward()
         opt.step()
     return {"diff": max(float(np.abs(a.detach().numpy() - b.detach().numpy()).max())
-                        for a, b in zip(ref.parameters(), model.parameters()))}
+                        for a, b in zip(ref.parameters(), model.parameters())),
+            "bytes": [ps.last_bytes_sent, ps.bytes_sent],
+            "param_bytes": sum(4 * p.numel() for p in model.parameters())}
 
 def gap_range(ps):
     # how far ahead of the slowest group each answered pull was; kept short, as report lines
@@ -143,6 +145,9 @@ report({"errors": errors, "bsp": bsp_vs_single(1), "downpour": train("downpour")
     assert out[2]["bsp"]["version"] == 6
     for rank in (0, 1):
         assert out[rank]["bsp"]["diff"] < 1e-5
+        # a step sends a push header, every gradient and a pull header (16 bytes each)
+        per_step = 16 + out[rank]["bsp"]["param_bytes"] + 16
+        assert out[rank]["bsp"]["bytes"] == [per_step, 6 * per_step + 16]  # + the stop
         for mode in ("downpour", "ssp"):
             r = out[rank][mode]
             assert r["last"] < 0.5 * r["first"], (mode, r)

@@ -230,6 +230,10 @@ class ParameterServer:
         self.clock = 0
         self._sends: list = []
         self._closed = False
+        # payload bytes this rank sent (messages, and collectives within its worker group):
+        # in all, and in the latest step()
+        self.bytes_sent = 0
+        self.last_bytes_sent = 0
 
         for p in params:
             dist.broadcast(p, 0)
@@ -280,6 +284,7 @@ class ParameterServer:
     def _isend(self, array: np.ndarray, dest: int, tag: int) -> None:
         buf = _as_bytes(array)
         self._sends.append((self._mpi.Isend(buf, dest=dest, tag=tag), buf))
+        self.bytes_sent += buf.nbytes
 
     def _require_worker(self, what: str) -> None:
         if self.is_server:
@@ -303,6 +308,7 @@ class ParameterServer:
             for i, g in enumerate(grads):
                 t = _tensor(g, self.params[i].dtype)
                 self._dist.all_reduce(t, op=self._dist.ReduceOp.AVG, group=self._group)
+                self.bytes_sent += g.nbytes
                 grads[i] = _host(t)
         self.clock += 1
         if not self.is_leader:
@@ -347,15 +353,21 @@ class ParameterServer:
             if self._group_size > 1:
                 t = _tensor(h, p.dtype)
                 self._dist.broadcast(t, self._leader, group=self._group)
+                if self.is_leader:
+                    self.bytes_sent += h.nbytes
                 h = _host(t)
             _write(p, h)
 
     def step(self, loss: Tensor) -> float:
-        """Backward from `loss`, push the gradients, pull the new parameters; the loss value."""
+        """Backward from `loss`, push the gradients, pull the new parameters; the loss value.
+        `last_bytes_sent` then holds the payload bytes this step sent (gradients and
+        requests to the servers, and the group's all-reduce and broadcast)."""
         self._require_worker("step")
+        before = self.bytes_sent
         loss.backward()
         self.push_gradients()
         self.pull_parameters()
+        self.last_bytes_sent = self.bytes_sent - before
         return float(loss.item())
 
     def close(self) -> None:
