@@ -148,6 +148,14 @@ ST_ALL_TYPES(ST_DECL_REDUCE_T, _)
   void st_##op##_##sfx(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner ST_S);
 #define ST_DECL_ARG_REDUCE_T(sfx, T, _) ST_ARG_REDUCE_OPS(ST_DECL_ARG_REDUCE, sfx, T)
 ST_ALL_TYPES(ST_DECL_ARG_REDUCE_T, _)
+/* sort: the first k entries of each line of [outer, n, inner] in order, into values and
+ * indices of shape [outer, k, inner] (k == n: a full sort). Ascending, or descending when
+ * descending != 0; NaN counts as larger than every number; equal keys keep their index order
+ * (a stable sort, and topk takes the lower index first among ties). */
+#define ST_DECL_SORT(sfx, T, _)                                                                \
+  void st_sort_##sfx(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n,        \
+                     int64_t inner, int64_t k, int32_t descending ST_S);
+ST_ALL_TYPES(ST_DECL_SORT, _)
 #define ST_DECL_SCAN_FLOAT_T(sfx, T, _) ST_SCAN_FLOAT_OPS(ST_DECL_REDUCE, sfx, T)
 ST_FLOAT_TYPES(ST_DECL_SCAN_FLOAT_T, _)
 #define ST_DECL_SCAN_T(sfx, T, _) ST_SCAN_OPS(ST_DECL_REDUCE, sfx, T)

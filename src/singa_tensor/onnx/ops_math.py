@@ -710,17 +710,9 @@ def top_k(node, inputs, attrs):
     axis = _axis(node, attrs.get("axis", -1), x.ndim)
     if not 0 <= k <= x.shape[axis]:
         raise node.fail(f"k = {k} is out of range for axis {axis} of size {x.shape[axis]}")
-    # the indices are integer, without gradient: ordering on the host is exact; a stable sort
-    # keeps the lower index first among ties, as ONNX asks; values are gathered so they carry
-    # the gradient
-    a = x.detach().cpu().numpy()
-    if a.dtype == np.bool_:
-        a = a.astype(np.int64)
-    key = -a if attrs.get("largest", 1) else a
-    order = np.argsort(key, axis=axis, kind="stable")
-    idx = np.take(order, np.arange(k), axis=axis).astype(np.int64)
-    idx_t = node.const(np.ascontiguousarray(idx))
-    return st.gather(x, axis, idx_t), idx_t
+    # st.topk orders stably, the lower index first among ties, as ONNX asks; its values
+    # carry the gradient. Always sorted, which sorted=0 (any order) allows.
+    return tuple(st.topk(x, k, axis, largest=bool(attrs.get("largest", 1))))
 
 
 @handler("Dropout")

@@ -18,7 +18,8 @@ def _load_optional_families() -> None:
     import importlib
 
     for name in ("shape", "masks", "padding", "index", "subscript", "conv", "norm", "linalg",
-                 "reduce_ext", "loss", "fused_updates", "attention", "rnn", "dense"):
+                 "reduce_ext", "loss", "fused_updates", "attention", "attention_fused", "rnn",
+                 "dense", "sort"):
         try:
             mod = importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:
@@ -93,7 +94,7 @@ _EXTRA_METHODS = [
     "scatter_add", "index_select", "flip", "tril", "triu", "narrow", "expand_as", "view_as",
     "reshape_as", "index_add", "nonzero", "matmul", "mm", "bmm", "outer", "dot", "swapaxes",
     "movedim", "type_as", "roll", "masked_select", "mv", "addmm", "select", "tile", "moveaxis",
-    "swapdims", "diagonal", "trace",
+    "swapdims", "diagonal", "trace", "sort", "argsort", "topk",
 ]
 for _m in _METHODS + _EXTRA_METHODS:
     _f = _public(_m)

@@ -361,13 +361,10 @@ class DistOpt:
 
     def _select(self, flat: Tensor, spars: float, top_k: bool) -> Tensor:
         """Indices (int64) of the entries of flat to send."""
-        if top_k:
-            n = flat.numel()
-            k = max(1, int(spars * n))
-            mag = np.abs(flat.cpu().numpy())
-            sel = np.sort(np.argpartition(mag, n - k)[n - k:])
-            return creation.tensor(sel.astype(np.int64), device=flat.device)
-        from ..ops import nonzero
+        from ..ops import nonzero, topk
+
+        if top_k:  # on the gradient's device; ties go to the lower index
+            return topk(flat.abs(), max(1, int(spars * flat.numel()))).indices
 
         return nonzero(flat.abs() > spars).reshape(-1)
 

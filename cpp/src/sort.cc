@@ -1,0 +1,109 @@
+// Sorting along the middle axis of [outer, n, inner]: sort, argsort and topk share one kernel
+// that writes the first k entries of each ordered line. Lines run in parallel; within a line, a
+// full sort is a stable radix sort and a partial one a selection of the k first entries.
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "common.h"
+
+namespace st {
+namespace {
+
+// Keys become unsigned integers whose plain order is the wanted order: NaN (any payload) is
+// the largest value and -0.0 equals 0.0, as comparisons see them; descending flips every bit.
+// Equal keys stay equal, so sorting (key, index) pairs by key then index is the stable order.
+template <class T>
+struct Ordered {
+  using U = std::conditional_t<sizeof(T) == 1, uint8_t,
+                               std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+  static U key(T v, bool descending) {
+    U u;
+    if constexpr (std::is_floating_point<T>::value) {
+      constexpr U sign = U(1) << (8 * sizeof(T) - 1);
+      if (v == T(0)) v = T(0);  // -0.0 -> 0.0
+      std::memcpy(&u, &v, sizeof(T));
+      u = (u & sign) ? U(~u) : U(u | sign);
+      if (is_nan(v)) u = U(~U(0));
+    } else if constexpr (std::is_signed<T>::value) {
+      u = U(v) ^ (U(1) << (8 * sizeof(T) - 1));
+    } else {
+      u = U(v);
+    }
+    return descending ? U(~u) : u;
+  }
+};
+
+template <class U>
+struct Entry {
+  U key;
+  int64_t index;
+  bool operator<(const Entry& o) const { return key < o.key || (key == o.key && index < o.index); }
+};
+
+// Stable LSD radix sort by key, one byte per pass; a pass whose byte is the same for every
+// entry is skipped. `tmp` is scratch of the same length.
+template <class U>
+void radix_sort(std::vector<Entry<U>>& a, std::vector<Entry<U>>& tmp) {
+  const int64_t n = int64_t(a.size());
+  for (int shift = 0; shift < int(8 * sizeof(U)); shift += 8) {
+    int64_t count[257] = {0};
+    for (int64_t i = 0; i < n; ++i) ++count[((a[i].key >> shift) & 0xff) + 1];
+    if (count[((a[0].key >> shift) & 0xff) + 1] == n) continue;
+    for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+    for (int64_t i = 0; i < n; ++i) tmp[count[(a[i].key >> shift) & 0xff]++] = a[i];
+    a.swap(tmp);
+  }
+}
+
+// Below this length a comparison sort beats the radix passes' fixed cost
+constexpr int64_t kRadixMin = 64;
+
+template <class T>
+void sort_lines(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n,
+                int64_t inner, int64_t k, bool descending) {
+  using U = typename Ordered<T>::U;
+  const int64_t lines = outer * inner;
+  if (lines == 0 || k == 0) return;
+  // cost per line ~ n log n; the scratch lines are reused by every line a thread sorts
+  int64_t log_n = 1;
+  while ((int64_t(1) << log_n) < n) ++log_n;
+  parallel_for(lines, n * log_n, [&](int64_t b, int64_t e) {
+    std::vector<Entry<U>> line(n), tmp(k == n && n >= kRadixMin ? n : 0);
+    for (int64_t l = b; l < e; ++l) {
+      const int64_t o = l / inner, i = l % inner;
+      const T* src = x + o * n * inner + i;
+      for (int64_t j = 0; j < n; ++j) line[j] = {Ordered<T>::key(src[j * inner], descending), j};
+      if (k < n) {
+        // the k first entries (the index breaks ties, so they are the stable order's), then
+        // their order
+        std::nth_element(line.begin(), line.begin() + k, line.end());
+        std::sort(line.begin(), line.begin() + k);
+      } else if (n >= kRadixMin) {
+        radix_sort(line, tmp);
+      } else {
+        std::sort(line.begin(), line.end());
+      }
+      T* v = values + o * k * inner + i;
+      int64_t* ix = indices + o * k * inner + i;
+      for (int64_t j = 0; j < k; ++j) {
+        v[j * inner] = src[line[j].index * inner];
+        ix[j * inner] = line[j].index;
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace st
+
+extern "C" {
+
+#define ST_DEF_SORT(sfx, T, _)                                                                 \
+  void st_sort_##sfx(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n,        \
+                     int64_t inner, int64_t k, int32_t descending) {                           \
+    st::sort_lines<T>(x, values, indices, outer, n, inner, k, descending != 0);                \
+  }
+ST_ALL_TYPES(ST_DEF_SORT, _)
+
+}  // extern "C"
