@@ -277,3 +277,22 @@ def test_onnx_export_is_one_topk():
     want = M()(x)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, to_numpy(w))
+
+
+def test_onnx_export_of_a_full_sort_follows_a_dynamic_dim():
+    # k of the exported TopK is the dim's size read at run time, not the traced size
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+
+    class M(st.nn.Module):
+        def forward(self, x):
+            return st.sort(x, dim=1).values, st.argsort(x, dim=1, descending=True)
+
+    traced = st.tensor(np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32))
+    proto = st.onnx.export(M(), (traced,), None, opset_version=17, input_names=["x"],
+                           dynamic_axes={"x": {1: "n"}})
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(1).standard_normal((2, 7)).astype(np.float32)
+    values, order = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(values, np.sort(x, axis=1))
+    np.testing.assert_array_equal(order, np.argsort(-x, axis=1, kind="stable"))

@@ -190,8 +190,9 @@ def argsort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = F
     descending = _flag("argsort", "descending", descending)
     _flag("argsort", "stable", stable)
     if x.dtype in _LOW:
-        x = cast(x.detach(), _dt.float32)
-    return apply(Argsort, x.detach(), d, descending)
+        x = cast(x, _dt.float32)
+    # not detached: a detached input would reach the ONNX tracer as a constant
+    return apply(Argsort, x, d, descending)
 
 
 Argsort.fn = staticmethod(argsort)
@@ -288,18 +289,31 @@ def _topk_node(b, x: Tensor, d: int, k: int, largest: bool, outs) -> object:
     attrs = {"axis": int(d)}
     if b.opset >= 11:
         attrs.update(largest=int(largest), sorted=1)
-    b.node("TopK", [b.value(x), b.ints([k])], outputs=outs, **attrs)
+    k = k() if callable(k) else k  # emitted only once the node is known to be written
+    b.node("TopK", [b.value(x), b.ints([k]) if isinstance(k, int) else k], outputs=outs,
+           **attrs)
     return None
+
+
+def _whole_dim(b, x: Tensor, d: int):
+    """k for a full sort: the size of dim d, read from the shape at run time, so a sorted dim
+    that is dynamic (dynamic_axes) exports right; an int for a 0-d input."""
+    if x.ndim == 0:
+        return 1
+    (shape,) = b.node("Shape", [b.value(x)])
+    (n,) = b.node("Gather", [shape, b.ints([d])], axis=0)
+    return n
 
 
 def _sort_onnx(cls, b, args, attrs, outs):
     x, d, descending = args
-    return _topk_node(b, x, d, _size(x, d), descending, outs)
+    return _topk_node(b, x, d, lambda: _whole_dim(b, x, d), descending, outs)
 
 
 def _argsort_onnx(cls, b, args, attrs, outs):
     x, d, descending = args
-    return _topk_node(b, x, d, _size(x, d), descending, [b.fresh("values"), *outs])
+    return _topk_node(b, x, d, lambda: _whole_dim(b, x, d), descending,
+                      [b.fresh("values"), *outs])
 
 
 def _topk_onnx(cls, b, args, attrs, outs):
