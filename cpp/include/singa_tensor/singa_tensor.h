@@ -319,6 +319,25 @@ ST_FLOAT_TYPES(ST_DECL_XENT, _)
                                   T* dgates_h, T* dh_prev, int64_t batch, int64_t hidden ST_S);
 ST_FLOAT_TYPES(ST_DECL_RNN, _)
 
+/* Scaled dot-product attention, fused: the (L, S) score matrix is never stored. q [B, L, E],
+ * k [B, S, E], v [B, S, Ev], out [B, L, Ev], lse [B, L], all contiguous. With s = scale * q k^T
+ * restricted to keys j <= i when causal (PyTorch's tril convention), the forward writes
+ * out = softmax(s) v and lse[i] = log sum_j exp(s_ij), keys taken a block at a time (online
+ * softmax). A row with no key gives out = 0 and lse = -inf. The backward, from dout and the
+ * forward's out and lse, writes delta[i] = sum_c dout[i, c] out[i, c] (a [B, L] workspace) and
+ * dq, dk, dv (overwritten), recomputing p = exp(s - lse) blockwise:
+ *   dv = p^T dout, ds = p (dout v^T - delta), dq = scale ds k, dk = scale ds^T q.
+ * E and Ev are at most 256 (Python checks). */
+#define ST_DECL_ATTENTION(sfx, T, _)                                                           \
+  void st_attention_##sfx(const T* q, const T* k, const T* v, T* out, T* lse, int64_t batch,   \
+                          int64_t l, int64_t s, int64_t e, int64_t ev, double scale,           \
+                          int32_t causal ST_S);                                                \
+  void st_attention_backward_##sfx(const T* q, const T* k, const T* v, const T* out,           \
+                                   const T* dout, const T* lse, T* delta, T* dq, T* dk, T* dv, \
+                                   int64_t batch, int64_t l, int64_t s, int64_t e, int64_t ev, \
+                                   double scale, int32_t causal ST_S);
+ST_FLOAT_TYPES(ST_DECL_ATTENTION, _)
+
 /* ---- fused elementwise programs (graph mode) ---------------------------------------------- */
 /* Fused elementwise programs (graph mode). Registers hold one element per lane. Instruction i is
  * prog[4i..4i+3] = (opcode, dst, a, b): unary ops compute dst = f(reg a; consts[b], consts[b+1])

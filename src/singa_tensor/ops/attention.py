@@ -1,7 +1,9 @@
 """Scaled dot-product attention and the functional multi-head attention built on it.
 
 Both are compositions of matmul, softmax and where, so they run on every backend and are
-differentiable to any order. The per-element work is kept to what the result needs: the scale
+differentiable to any order; scaled_dot_product_attention without a mask or dropout runs the
+fused kernels of attention_fused.py instead (on the CPU once the scores would be large), which
+never store the (L, S) scores. The per-element work is kept to what the result needs: the scale
 is folded into the query (L x E elements, not the L x S scores), masks stay at their own
 (broadcast) shape until the one `where` or `add` that applies them, and heads are views of the
 projected tensor, never a Python loop.
@@ -17,6 +19,7 @@ from .. import creation
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._registry import OpSpec, broadcast_shapes, check_same_device, register, traced
+from .attention_fused import scaled_dot_product_attention_fused, use_fused
 from .elementwise import add, mul, where
 from .layout import cast, make_contiguous, permute, reshape, transpose
 from .linalg import matmul
@@ -140,6 +143,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     dropout_p = _check_p(op, dropout_p)
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
         raise TypeError(f"{op}: scale must be a float or None, got {type(scale).__name__}")
+    if use_fused(query, key, value, attn_mask, dropout_p):
+        return scaled_dot_product_attention_fused(query, key, value, bool(is_causal), scale)
     allowed = _causal(n, m, query) if is_causal else None
     bias = None
     row_ok = None

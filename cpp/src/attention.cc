@@ -1,0 +1,248 @@
+// Scaled dot-product attention without the (L, S) score matrix. Each task owns a block of query
+// rows (or, in the backward, of keys) and walks the other side a block at a time: the scores of
+// one block pair live in a per-thread scratch of kQueryBlock x kKeyBlock, so memory is O(L * Ev)
+// plus that scratch, whatever L and S are. The block products go through BLAS on the calling
+// thread (OpenBLAS held to one thread while ours run, as in linalg.cc); the softmax steps
+// between them are flat loops over contiguous rows, which vectorise.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "blas.h"
+#include "common.h"
+
+namespace st {
+namespace {
+
+constexpr int64_t kQueryBlock = 64;
+constexpr int64_t kKeyBlock = 128;
+
+struct Dims {
+  int64_t batch, l, s, e, ev;
+  bool causal;
+};
+
+// Keys j0 .. j0 + n - 1 of a block that query row i may attend to: all n, or under the causal
+// rule (j <= i) a prefix of them, possibly empty.
+inline int64_t allowed_keys(const Dims& d, int64_t i, int64_t j0, int64_t n) {
+  if (!d.causal) return n;
+  return std::max<int64_t>(0, std::min<int64_t>(n, i - j0 + 1));
+}
+
+// Last key (exclusive) that any of the query rows i0 .. i0 + nq - 1 may attend to.
+inline int64_t key_end(const Dims& d, int64_t i0, int64_t nq) {
+  return d.causal ? std::min<int64_t>(d.s, i0 + nq) : d.s;
+}
+
+// Runs body(task, scratch) for every task in [0, n), spread over threads with a dynamic
+// schedule (causal tasks differ in size); each thread gets its own scratch of `scratch` elements.
+template <class T, class F>
+void for_tasks(int64_t n, int64_t cost, int64_t scratch, F&& body) {
+  const int nt = threads_for(n * cost);
+  const bool hold = nt > 1;
+  const int blas_threads = hold ? blas::num_threads() : 0;
+  if (hold) blas::set_num_threads(1);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    std::vector<T> work(scratch);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < n; ++t) body(t, work.data());
+  }
+  if (hold) blas::set_num_threads(blas_threads);
+}
+
+template <class T>
+inline void scale_row(T* x, int64_t n, T a) {
+#pragma omp simd
+  for (int64_t c = 0; c < n; ++c) x[c] *= a;
+}
+
+// Query rows i0 .. i0 + nq - 1 of batch b: out accumulates p v over the key blocks while m and
+// l hold each row's running maximum and sum of exponentials (the online softmax).
+template <class T>
+void forward_rows(const Dims& d, const T* q, const T* k, const T* v, T* out, T* lse, T scale,
+                  int64_t b, int64_t i0, int64_t nq, T* work) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  T* sc = work;  // kQueryBlock x kKeyBlock scores, then probabilities
+  T* m = sc + kQueryBlock * kKeyBlock;
+  T* l = m + kQueryBlock;
+  const T* qb = q + (b * d.l + i0) * d.e;
+  T* ob = out + (b * d.l + i0) * d.ev;
+  for (int64_t r = 0; r < nq; ++r) {
+    m[r] = ninf;
+    l[r] = 0;
+  }
+  std::fill(ob, ob + nq * d.ev, T(0));
+  const int64_t kend = key_end(d, i0, nq);
+  for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) {
+    const int64_t nk = std::min(kKeyBlock, kend - j0);
+    blas::gemm(0, 1, nq, nk, d.e, scale, qb, d.e, k + (b * d.s + j0) * d.e, d.e, T(0), sc, nk);
+    for (int64_t r = 0; r < nq; ++r) {
+      T* row = sc + r * nk;
+      const int64_t lim = allowed_keys(d, i0 + r, j0, nk);
+      std::fill(row + lim, row + nk, T(0));
+      if (lim == 0) continue;
+      T mx = ninf;
+#pragma omp simd reduction(max : mx)
+      for (int64_t j = 0; j < lim; ++j) mx = std::max(mx, row[j]);
+      const T mnew = std::max(m[r], mx);
+      if (mnew == ninf) {  // every score so far is -inf: nothing to weigh yet
+        std::fill(row, row + lim, T(0));
+        continue;
+      }
+      T sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < lim; ++j) {
+        const T p = st_exp(row[j] - mnew);
+        row[j] = p;
+        sum += p;
+      }
+      if (m[r] != mnew) {
+        const T alpha = m[r] == ninf ? T(0) : st_exp(m[r] - mnew);
+        scale_row(ob + r * d.ev, d.ev, alpha);
+        l[r] *= alpha;
+      }
+      l[r] += sum;
+      m[r] = mnew;
+    }
+    blas::gemm(0, 0, nq, d.ev, nk, T(1), sc, nk, v + (b * d.s + j0) * d.ev, d.ev, T(1), ob,
+               d.ev);
+  }
+  for (int64_t r = 0; r < nq; ++r) {
+    T* orow = ob + r * d.ev;
+    if (l[r] > T(0)) {
+      scale_row(orow, d.ev, T(1) / l[r]);
+      lse[b * d.l + i0 + r] = m[r] + st_log(l[r]);
+    } else {
+      std::fill(orow, orow + d.ev, T(0));
+      lse[b * d.l + i0 + r] = ninf;
+    }
+  }
+}
+
+template <class T>
+void attention(const T* q, const T* k, const T* v, T* out, T* lse, const Dims& d, T scale) {
+  const int64_t qblocks = (d.l + kQueryBlock - 1) / kQueryBlock;
+  const int64_t scratch = kQueryBlock * kKeyBlock + 2 * kQueryBlock;
+  for_tasks<T>(d.batch * qblocks, kQueryBlock * d.s * (d.e + d.ev), scratch,
+               [&](int64_t t, T* work) {
+                 const int64_t b = t / qblocks, i0 = (t % qblocks) * kQueryBlock;
+                 forward_rows(d, q, k, v, out, lse, scale, b, i0,
+                              std::min(kQueryBlock, d.l - i0), work);
+               });
+}
+
+// What one (query block, key block) pair contributes to the gradients: p = exp(s - lse) and
+// ds = p (dout v^T - delta) are rebuilt in the scratch, then added into dq (rows i0..) and/or
+// dk, dv (rows j0..).
+template <class T>
+void backward_pair(const Dims& d, const T* q, const T* k, const T* v, const T* dout,
+                   const T* lse, const T* delta, T* dq, T* dk, T* dv, T scale, int64_t b,
+                   int64_t i0, int64_t nq, int64_t j0, int64_t nk, bool want_dq, bool want_dkdv,
+                   T* work) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  T* p = work;
+  T* ds = work + kQueryBlock * kKeyBlock;
+  const T* qb = q + (b * d.l + i0) * d.e;
+  const T* dob = dout + (b * d.l + i0) * d.ev;
+  const T* kb = k + (b * d.s + j0) * d.e;
+  const T* vb = v + (b * d.s + j0) * d.ev;
+  blas::gemm(0, 1, nq, nk, d.e, scale, qb, d.e, kb, d.e, T(0), p, nk);
+  blas::gemm(0, 1, nq, nk, d.ev, T(1), dob, d.ev, vb, d.ev, T(0), ds, nk);
+  for (int64_t r = 0; r < nq; ++r) {
+    const int64_t i = b * d.l + i0 + r;
+    T* prow = p + r * nk;
+    T* dsrow = ds + r * nk;
+    const int64_t lim = lse[i] == ninf ? 0 : allowed_keys(d, i0 + r, j0, nk);
+    const T li = lse[i], di = delta[i];
+#pragma omp simd
+    for (int64_t j = 0; j < lim; ++j) {
+      const T pj = st_exp(prow[j] - li);
+      prow[j] = pj;
+      dsrow[j] = pj * (dsrow[j] - di);
+    }
+    std::fill(prow + lim, prow + nk, T(0));
+    std::fill(dsrow + lim, dsrow + nk, T(0));
+  }
+  if (want_dkdv) {
+    blas::gemm(1, 0, nk, d.ev, nq, T(1), p, nk, dob, d.ev, T(1), dv + (b * d.s + j0) * d.ev,
+               d.ev);
+    blas::gemm(1, 0, nk, d.e, nq, scale, ds, nk, qb, d.e, T(1), dk + (b * d.s + j0) * d.e, d.e);
+  }
+  if (want_dq)
+    blas::gemm(0, 0, nq, d.e, nk, scale, ds, nk, kb, d.e, T(1), dq + (b * d.l + i0) * d.e, d.e);
+}
+
+template <class T>
+void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* dout,
+                        const T* lse, T* delta, T* dq, T* dk, T* dv, const Dims& d, T scale) {
+  parallel_for(d.batch * d.l, d.ev, [&](int64_t rb, int64_t re) {
+    for (int64_t i = rb; i < re; ++i) {
+      const T* o = out + i * d.ev;
+      const T* g = dout + i * d.ev;
+      T acc = 0;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t c = 0; c < d.ev; ++c) acc += o[c] * g[c];
+      delta[i] = acc;
+    }
+  });
+  const int64_t qblocks = (d.l + kQueryBlock - 1) / kQueryBlock;
+  const int64_t kblocks = (d.s + kKeyBlock - 1) / kKeyBlock;
+  const int64_t scratch = 2 * kQueryBlock * kKeyBlock;
+  const int64_t pair_cost = kQueryBlock * kKeyBlock * (d.e + d.ev);
+  auto pair = [&](int64_t b, int64_t i0, int64_t j0, bool want_dq, bool want_dkdv, T* work) {
+    backward_pair(d, q, k, v, dout, lse, delta, dq, dk, dv, scale, b, i0,
+                  std::min(kQueryBlock, d.l - i0), j0, std::min(kKeyBlock, d.s - j0), want_dq,
+                  want_dkdv, work);
+  };
+  if (d.batch >= omp_get_max_threads()) {
+    // enough batch entries to keep every thread busy: one task per entry, one pass over the
+    // block pairs that adds into dq, dk and dv at once
+    std::fill(dq, dq + d.batch * d.l * d.e, T(0));
+    std::fill(dk, dk + d.batch * d.s * d.e, T(0));
+    std::fill(dv, dv + d.batch * d.s * d.ev, T(0));
+    for_tasks<T>(d.batch, qblocks * kblocks * pair_cost, scratch, [&](int64_t b, T* work) {
+      for (int64_t i0 = 0; i0 < d.l; i0 += kQueryBlock) {
+        const int64_t kend = key_end(d, i0, std::min(kQueryBlock, d.l - i0));
+        for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) pair(b, i0, j0, true, true, work);
+      }
+    });
+    return;
+  }
+  // few batch entries: query blocks (dq) and key blocks (dk, dv) in two passes, so that each
+  // task writes only rows it owns; the scores are recomputed in each
+  for_tasks<T>(d.batch * qblocks, kblocks * pair_cost, scratch, [&](int64_t t, T* work) {
+    const int64_t b = t / qblocks, i0 = (t % qblocks) * kQueryBlock;
+    const int64_t nq = std::min(kQueryBlock, d.l - i0);
+    std::fill(dq + (b * d.l + i0) * d.e, dq + (b * d.l + i0 + nq) * d.e, T(0));
+    for (int64_t j0 = 0; j0 < key_end(d, i0, nq); j0 += kKeyBlock)
+      pair(b, i0, j0, true, false, work);
+  });
+  for_tasks<T>(d.batch * kblocks, qblocks * pair_cost, scratch, [&](int64_t t, T* work) {
+    const int64_t b = t / kblocks, j0 = (t % kblocks) * kKeyBlock;
+    const int64_t nk = std::min(kKeyBlock, d.s - j0);
+    std::fill(dk + (b * d.s + j0) * d.e, dk + (b * d.s + j0 + nk) * d.e, T(0));
+    std::fill(dv + (b * d.s + j0) * d.ev, dv + (b * d.s + j0 + nk) * d.ev, T(0));
+    // under the causal rule no query before key j0 sees this block
+    const int64_t first = d.causal ? j0 / kQueryBlock * kQueryBlock : 0;
+    for (int64_t i0 = first; i0 < d.l; i0 += kQueryBlock) pair(b, i0, j0, false, true, work);
+  });
+}
+
+}  // namespace
+}  // namespace st
+
+#define ST_DEF_ATTENTION(sfx, T, _)                                                            \
+  void st_attention_##sfx(const T* q, const T* k, const T* v, T* out, T* lse, int64_t batch,   \
+                          int64_t l, int64_t s, int64_t e, int64_t ev, double scale,           \
+                          int32_t causal) {                                                    \
+    st::attention(q, k, v, out, lse, st::Dims{batch, l, s, e, ev, causal != 0}, T(scale));     \
+  }                                                                                            \
+  void st_attention_backward_##sfx(const T* q, const T* k, const T* v, const T* out,           \
+                                   const T* dout, const T* lse, T* delta, T* dq, T* dk, T* dv, \
+                                   int64_t batch, int64_t l, int64_t s, int64_t e, int64_t ev, \
+                                   double scale, int32_t causal) {                             \
+    st::attention_backward(q, k, v, out, dout, lse, delta, dq, dk, dv,                         \
+                           st::Dims{batch, l, s, e, ev, causal != 0}, T(scale));               \
+  }
+ST_FLOAT_TYPES(ST_DEF_ATTENTION, _)

@@ -1,0 +1,262 @@
+"""The fused scaled dot-product attention (ops/attention_fused.py, kernels st_attention_*):
+forward against numpy, gradients against the composition's autograd, finite differences to
+second order, the dispatch rules of F.scaled_dot_product_attention, memory on long sequences,
+and the error paths. Runs on the device under test (SINGA_TENSOR_DEVICE, fake-cuda too)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import singa_tensor as st
+import singa_tensor.nn.functional as F
+from singa_tensor.backend import cpu as cpu_backend
+from singa_tensor.ops import attention as attention_mod
+from singa_tensor.ops import attention_fused
+from singa_tensor.ops.attention import _sdpa_reference
+from singa_tensor.ops.attention_fused import (
+    ScaledDotProductAttentionFused,
+    scaled_dot_product_attention_fused,
+)
+from tests.helpers import DEVICE, as_tensor, to_numpy
+
+RNG = np.random.default_rng(7)
+RTOL = {np.float32: 1e-5, np.float64: 1e-10}
+
+
+def assert_close(got, want, dtype):
+    """Within rtol of want, elementwise and relative to want's largest magnitude (entries
+    near 0 are sums of cancelling terms, each rounded at the dtype's precision)."""
+    rtol = RTOL[dtype]
+    np.testing.assert_allclose(got, want, rtol=rtol,
+                               atol=rtol * max(1.0, float(np.abs(want).max())))
+
+
+@pytest.fixture
+def fused_calls(monkeypatch):
+    """Counts runs of the fused forward; the CPU threshold is dropped so that small shapes
+    take the fused path wherever the rules allow it."""
+    calls = []
+    real = ScaledDotProductAttentionFused.forward
+
+    def counting(ctx, *args, **attrs):
+        calls.append(args[0].shape)
+        return real(ctx, *args, **attrs)
+
+    monkeypatch.setattr(ScaledDotProductAttentionFused, "forward", staticmethod(counting))
+    monkeypatch.setattr(attention_fused, "CPU_MIN_SCORES", 0)
+    return calls
+
+
+def qkv(lead, n, m, e, ev, dtype=np.float64):
+    return tuple(RNG.standard_normal(lead + s).astype(dtype) for s in ((n, e), (m, e), (m, ev)))
+
+
+def sdpa_with_grads(arrays, grad, fused: bool, monkeypatch, **kw):
+    """Output and (dq, dk, dv) of F.scaled_dot_product_attention, fused or composed."""
+    monkeypatch.setattr(attention_mod, "use_fused",
+                        attention_fused.use_fused if fused else (lambda *a: False))
+    ts = [as_tensor(a, requires_grad=True) for a in arrays]
+    out = F.scaled_dot_product_attention(*ts, **kw)
+    out.backward(as_tensor(grad))
+    return [to_numpy(out.detach())] + [to_numpy(t.grad) for t in ts]
+
+
+CASES = [  # (lead dims, L, S, E, Ev, kwargs)
+    ((2,), 5, 7, 4, 3, {}),
+    ((2,), 7, 5, 4, 3, {"is_causal": True}),
+    ((2, 3), 70, 130, 16, 8, {"is_causal": True}),
+    ((2, 3), 130, 70, 8, 16, {}),
+    ((), 9, 9, 5, 6, {"scale": 0.3}),
+    ((1,), 200, 150, 32, 32, {"is_causal": True, "scale": 1.7}),
+    ((3,), 1, 1, 1, 1, {}),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("lead,n,m,e,ev,kw", CASES)
+def test_forward_matches_numpy(fused_calls, dtype, lead, n, m, e, ev, kw):
+    arrays = qkv(lead, n, m, e, ev, dtype)
+    out = F.scaled_dot_product_attention(*(as_tensor(a) for a in arrays), **kw)
+    assert fused_calls == [lead + (n, e)]
+    assert out.shape == lead + (n, ev) and out.dtype.name == np.dtype(dtype).name
+    want = _sdpa_reference(*(a.astype(np.float64) for a in arrays), **kw)
+    assert_close(to_numpy(out), want, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("lead,n,m,e,ev,kw", CASES)
+def test_gradients_match_the_composition(fused_calls, monkeypatch, dtype, lead, n, m, e, ev,
+                                         kw):
+    arrays = qkv(lead, n, m, e, ev, dtype)
+    grad = RNG.standard_normal(lead + (n, ev)).astype(dtype)
+    got = sdpa_with_grads(arrays, grad, True, monkeypatch, **kw)
+    assert len(fused_calls) == 1
+    want = sdpa_with_grads(arrays, grad, False, monkeypatch, **kw)
+    assert len(fused_calls) == 1
+    for g, w in zip(got, want):
+        assert_close(g, w, dtype)
+
+
+def test_one_pass_and_two_pass_backward_agree(fused_calls, monkeypatch):
+    """The CPU backward runs one pass per batch entry when there are at least as many entries
+    as threads, else a query pass and a key pass: both give the composition's gradients."""
+    arrays = qkv((2,), 150, 140, 8, 8)
+    grad = RNG.standard_normal((2, 150, 8))
+    want = sdpa_with_grads(arrays, grad, False, monkeypatch, is_causal=True)
+    saved = st.get_num_threads()
+    try:
+        for threads in (1, 4):
+            st.set_num_threads(threads)
+            got = sdpa_with_grads(arrays, grad, True, monkeypatch, is_causal=True)
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+    finally:
+        st.set_num_threads(saved)
+    assert len(fused_calls) == 2
+
+
+@pytest.mark.parametrize("kw", [{}, {"is_causal": True, "scale": 0.8}])
+def test_gradcheck_and_gradgradcheck(fused_calls, kw):
+    arrays = qkv((2,), 3, 4, 3, 2)
+    ts = [as_tensor(a, requires_grad=True) for a in arrays]
+
+    def fn(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, **kw)
+
+    assert st.autograd.gradcheck(fn, ts)
+    assert st.autograd.gradgradcheck(fn, ts)
+    assert fused_calls
+
+
+def test_double_backward_matches_the_composition(fused_calls, monkeypatch):
+    arrays = qkv((2,), 4, 6, 3, 5)
+
+    def second_order(fused: bool):
+        monkeypatch.setattr(attention_mod, "use_fused",
+                            attention_fused.use_fused if fused else (lambda *a: False))
+        ts = [as_tensor(a, requires_grad=True) for a in arrays]
+        out = F.scaled_dot_product_attention(*ts, is_causal=True)
+        gq, gk, gv = st.autograd.grad((out * out).sum(), ts, create_graph=True)
+        (gq.sum() + (gk * gk).sum() + (gv * ts[1][..., :1]).sum()).backward()
+        return [to_numpy(t.grad) for t in ts]
+
+    got, want = second_order(True), second_order(False)
+    assert len(fused_calls) == 1
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12)
+
+
+def test_non_contiguous_inputs(fused_calls, monkeypatch):
+    """(batch, seq, heads, dim) transposed to (batch, heads, seq, dim), as attention layers do."""
+    raw = [RNG.standard_normal((2, s, 3, d)) for s, d in ((6, 4), (5, 4), (5, 7))]
+    grad = RNG.standard_normal((2, 3, 6, 7))
+
+    def run(fused: bool):
+        monkeypatch.setattr(attention_mod, "use_fused",
+                            attention_fused.use_fused if fused else (lambda *a: False))
+        leaves = [as_tensor(a, requires_grad=True) for a in raw]
+        views = [t.transpose(1, 2) for t in leaves]
+        assert not any(v.is_contiguous() for v in views)
+        out = F.scaled_dot_product_attention(*views, is_causal=True)
+        out.backward(as_tensor(grad))
+        return [to_numpy(out.detach())] + [to_numpy(t.grad) for t in leaves]
+
+    got = run(True)
+    assert fused_calls == [(2, 3, 6, 4)]
+    want = _sdpa_reference(*(np.swapaxes(a, 1, 2) for a in raw), is_causal=True)
+    np.testing.assert_allclose(got[0], want, rtol=1e-10, atol=1e-12)
+    for g, w in zip(got, run(False)):
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+
+
+def test_long_sequence_takes_the_fused_path_in_little_memory(monkeypatch):
+    """L = S = 1024 on the CPU, default threshold: the fused op runs, and the allocator's peak
+    during forward and backward stays below the one (L, S) score matrix the composition makes."""
+    calls = []
+    real = ScaledDotProductAttentionFused.forward
+    monkeypatch.setattr(ScaledDotProductAttentionFused, "forward",
+                        staticmethod(lambda ctx, *a, **k: calls.append(1) or real(ctx, *a, **k)))
+    n, e = 1024, 32
+    assert n * n >= attention_fused.CPU_MIN_SCORES
+    arrays = [RNG.standard_normal((1, n, e)).astype(np.float32) for _ in range(3)]
+    ts = [st.tensor(a, device="cpu", requires_grad=True) for a in arrays]
+    grad = st.tensor(RNG.standard_normal((1, n, e)).astype(np.float32), device="cpu")
+    scores = n * n * 4
+    base = cpu_backend.allocated_bytes()
+    cpu_backend.reset_peak_bytes()
+    out = F.scaled_dot_product_attention(*ts, is_causal=True)
+    out.backward(grad)
+    peak = cpu_backend.peak_bytes()[0] - base
+    assert calls == [1]
+    assert peak < scores // 2, f"peak {peak} bytes, scores {scores}"
+    want = _sdpa_reference(*(a.astype(np.float64) for a in arrays), is_causal=True)
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-4, atol=1e-5)
+    assert np.isfinite(ts[0].grad.numpy()).all()
+
+
+def test_masks_dropout_and_broadcasting_use_the_composition(fused_calls):
+    q, k, v = (as_tensor(a) for a in qkv((2,), 4, 5, 3, 3))
+    F.scaled_dot_product_attention(q, k, v, attn_mask=as_tensor(np.ones((4, 5), bool)))
+    F.scaled_dot_product_attention(q, k, v, attn_mask=as_tensor(np.zeros((4, 5))))
+    F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    F.scaled_dot_product_attention(q[:1], k, v)  # batch dims broadcast
+    F.scaled_dot_product_attention(q.to(st.float32), k.to(st.float32), v)  # mixed dtypes
+    wide = [as_tensor(a) for a in qkv((1,), 3, 3, 257, 2)]
+    out = F.scaled_dot_product_attention(*wide)  # E above the kernels' limit
+    np.testing.assert_allclose(to_numpy(out), _sdpa_reference(*map(to_numpy, wide)),
+                               rtol=1e-10)
+    assert fused_calls == []
+    F.scaled_dot_product_attention(q, k, v, dropout_p=0.0)
+    assert len(fused_calls) == 1
+
+
+def test_cpu_threshold_keeps_small_scores_on_the_composition(monkeypatch):
+    q = st.zeros(2, 8, 4, device="cpu")
+    assert not attention_fused.use_fused(q, q, q, None, 0.0)
+    monkeypatch.setattr(attention_fused, "CPU_MIN_SCORES", 64)
+    assert attention_fused.use_fused(q, q, q, None, 0.0)
+
+
+def test_registered_as_an_internal_op():
+    assert ScaledDotProductAttentionFused.name.startswith("_")
+    assert st.ops.REGISTRY[ScaledDotProductAttentionFused.name] is ScaledDotProductAttentionFused
+    assert not hasattr(st, "scaled_dot_product_attention_fused")
+
+
+@pytest.mark.parametrize("args,kwargs,exc,msg", [
+    (("q", "k", "x"), {}, TypeError, "value must be a Tensor"),
+    (("q", "k32", "v"), {}, TypeError, "key has dtype float32 but query has float64"),
+    (("qi", "qi", "qi"), {}, TypeError, "expected float32 or float64 tensors, got int64"),
+    (("q", "k", "v2"), {}, ValueError, r"same leading dimensions .*\(2, 4, 3\)"),
+    (("q", "k", "v3d"), {}, ValueError, "same number of dimensions"),
+    (("q", "k5", "v"), {}, ValueError, "same last dimension"),
+    (("q", "k", "vshort"), {}, ValueError, "same sequence length"),
+    (("qwide", "kwide", "v"), {}, ValueError, "between 1 and 256"),
+    (("q", "k", "v"), {"is_causal": 1}, TypeError, "is_causal must be a bool"),
+    (("q", "k", "v"), {"scale": "2"}, TypeError, "scale must be a float or None"),
+])
+def test_errors(args, kwargs, exc, msg):
+    t = {
+        "q": np.zeros((2, 4, 3)), "k": np.zeros((2, 6, 3)), "v": np.zeros((2, 6, 2)),
+        "k32": np.zeros((2, 6, 3), np.float32), "qi": np.zeros((2, 4, 3), np.int64),
+        "v2": np.zeros((3, 6, 2)), "v3d": np.zeros((1, 2, 6, 2)), "k5": np.zeros((2, 6, 5)),
+        "vshort": np.zeros((2, 5, 2)), "qwide": np.zeros((2, 4, 300)),
+        "kwide": np.zeros((2, 6, 300)),
+    }
+    call = [as_tensor(t[a]) if a in t else a for a in args]
+    with pytest.raises(exc, match=msg):
+        scaled_dot_product_attention_fused(*call, **kwargs)
+
+
+def test_spec_samples_match_its_reference():
+    for args, kwargs in ScaledDotProductAttentionFused.samples():
+        got = ScaledDotProductAttentionFused.fn(*(as_tensor(a) for a in args), **kwargs)
+        want = ScaledDotProductAttentionFused.reference(*args, **kwargs)
+        np.testing.assert_allclose(to_numpy(got), want, rtol=1e-10, atol=1e-12)
+
+
+def test_device_under_test_is_used():
+    q = as_tensor(np.zeros((1, 2, 2)))
+    out = scaled_dot_product_attention_fused(q, q, q)
+    assert str(out.device) == str(st.device(DEVICE))
