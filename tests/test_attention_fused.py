@@ -260,3 +260,17 @@ def test_device_under_test_is_used():
     q = as_tensor(np.zeros((1, 2, 2)))
     out = scaled_dot_product_attention_fused(q, q, q)
     assert str(out.device) == str(st.device(DEVICE))
+
+
+def test_causal_multihead_attention_without_weights_takes_the_fused_path(fused_calls):
+    # a causal flag with no other mask stays a flag through nn.MultiheadAttention, so the
+    # fused kernels run; the result equals the same layer given the causal mask explicitly
+    st.manual_seed(0)
+    mha = st.nn.MultiheadAttention(16, 4, batch_first=True)
+    x = as_tensor(RNG.standard_normal((2, 6, 16)).astype(np.float32))
+    mask = st.triu(st.ones(6, 6, dtype=st.bool, device=x.device), diagonal=1)
+    got, _ = mha(x, x, x, need_weights=False, is_causal=True, attn_mask=None)
+    assert len(fused_calls) == 1
+    want, _ = mha(x, x, x, need_weights=False, attn_mask=mask)
+    assert len(fused_calls) == 1  # an explicit mask: the composition
+    assert_close(to_numpy(got), to_numpy(want), np.float32)

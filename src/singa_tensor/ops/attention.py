@@ -440,7 +440,10 @@ def _multi_head_attention(op: str, query, key, value, num_heads: int, in_proj_we
 
     allowed, bias = _mha_masks(op, q, key_padding_mask, attn_mask, n, num_heads, tl, sl,
                                unbatched)
-    if is_causal and attn_mask is None:
+    # a causal mask alone stays a flag, so that the fused kernels can take the call
+    causal_flag = is_causal and attn_mask is None and allowed is None and bias is None and \
+        not need_weights
+    if is_causal and attn_mask is None and not causal_flag:
         causal = _causal(tl, sl, query)
         allowed = causal if allowed is None else allowed & causal
     weights = None
@@ -455,7 +458,7 @@ def _multi_head_attention(op: str, query, key, value, num_heads: int, in_proj_we
         mask = allowed
         if bias is not None:
             mask = bias if allowed is None else where(allowed, bias, _NEG_INF)
-        out = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+        out = scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal=causal_flag)
     # (N, H, L, D) -> the input's layout, heads side by side
     out = permute(out, (0, 2, 1, 3) if batch_first else (2, 0, 1, 3))
     out = reshape(make_contiguous(out), *lead_q, e)
