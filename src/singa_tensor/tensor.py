@@ -133,20 +133,25 @@ class Tensor:
     # ---- properties --------------------------------------------------------------------------
     @property
     def shape(self) -> tuple:
+        """The size of each dimension, a tuple of ints (`()` for a 0-d tensor)."""
         return self._shape
 
     @property
     def device(self) -> Device:
+        """The device holding the data (cpu, or cuda:N)."""
         return self._device
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return len(self._shape)
 
     def dim(self) -> int:
+        """The number of dimensions (as the `ndim` property)."""
         return len(self._shape)
 
     def numel(self) -> int:
+        """The number of elements (the product of the shape; 1 for a 0-d tensor)."""
         n = 1
         for s in self._shape:
             n *= s
@@ -165,17 +170,21 @@ class Tensor:
         return self._shape[_wrap_dim(dim, self.ndim, "size")]
 
     def stride(self, dim: int | None = None):
+        """Elements to step in memory per index of each dimension (a tuple), or of one dimension."""
         if dim is None:
             return self._strides
         return self._strides[_wrap_dim(dim, self.ndim, "stride")]
 
     def storage_offset(self) -> int:
+        """Where the tensor starts in its storage, in elements (non-zero for some views)."""
         return self._offset
 
     def is_contiguous(self) -> bool:
+        """True when the elements lie in row-major order without gaps."""
         return self._contig
 
     def element_size(self) -> int:
+        """Bytes per element of the dtype."""
         return self.dtype.itemsize
 
     def data_ptr(self) -> int:
@@ -195,25 +204,31 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
+        """True unless an op that autograd recorded made this tensor."""
         return self._node is None
 
     @property
     def grad_fn(self):
+        """The autograd node that made this tensor (None for a leaf)."""
         return self._node
 
     @property
     def is_cuda(self) -> bool:
+        """True when the tensor lives on a CUDA device."""
         return self._device.type == "cuda"
 
     def is_floating_point(self) -> bool:
+        """True for float16, bfloat16, float32 and float64 tensors."""
         return self.dtype.is_floating_point
 
     @property
     def T(self) -> Tensor:
+        """The dimensions in reverse order (a view; the transpose of a matrix)."""
         return self.permute(*reversed(range(self.ndim)))
 
     @property
     def mT(self) -> Tensor:
+        """The last two dimensions swapped (a view): a batch of transposed matrices."""
         return self.transpose(-2, -1)
 
     def __len__(self) -> int:
@@ -596,27 +611,35 @@ class Tensor:
         return self.to(device=device)
 
     def float(self) -> Tensor:
+        """The tensor as float32 (itself if it already is)."""
         return self.to(_dt.float32)
 
     def double(self) -> Tensor:
+        """The tensor as float64 (itself if it already is)."""
         return self.to(_dt.float64)
 
     def half(self) -> Tensor:
+        """The tensor as float16 (itself if it already is)."""
         return self.to(_dt.float16)
 
     def bfloat16(self) -> Tensor:
+        """The tensor as bfloat16 (itself if it already is)."""
         return self.to(_dt.bfloat16)
 
     def int(self) -> Tensor:
+        """The tensor as int32 (itself if it already is)."""
         return self.to(_dt.int32)
 
     def long(self) -> Tensor:
+        """The tensor as int64 (itself if it already is)."""
         return self.to(_dt.int64)
 
     def bool(self) -> Tensor:
+        """The tensor as bool (itself if it already is)."""
         return self.to(_dt.bool_)
 
     def type_as(self, other: Tensor) -> Tensor:
+        """The tensor in other's dtype."""
         return self.to(other.dtype)
 
     def new_tensor(self, data, dtype=None) -> Tensor:
