@@ -1,6 +1,7 @@
 // Sorting along the middle axis of [outer, n, inner]: sort, argsort and topk share one kernel
 // that writes the first k entries of each ordered line. Lines run in parallel; within a line, a
 // full sort is a stable radix sort and a partial one a selection of the k first entries.
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -58,6 +59,26 @@ void radix_sort(std::vector<Entry<U>>& a, std::vector<Entry<U>>& tmp) {
 
 // Below this length a comparison sort beats the radix passes' fixed cost
 constexpr int64_t kRadixMin = 64;
+// topk keeps a heap of the k best entries seen when k is at most this fraction of the line:
+// most entries are then turned away by one comparison with the heap's top
+constexpr int64_t kHeapRatio = 8;
+
+// The k first entries of line [0, n) in order, into h[0, k), by a max-heap of the best so far
+template <class T, class U>
+void heap_select(const T* src, int64_t n, int64_t inner, int64_t k, bool descending,
+                 Entry<U>* h) {
+  for (int64_t j = 0; j < k; ++j) h[j] = {Ordered<T>::key(src[j * inner], descending), j};
+  std::make_heap(h, h + k);
+  for (int64_t j = k; j < n; ++j) {
+    const Entry<U> e{Ordered<T>::key(src[j * inner], descending), j};
+    if (e < h[0]) {  // strictly better: among equal keys the lower index stays
+      std::pop_heap(h, h + k);
+      h[k - 1] = e;
+      std::push_heap(h, h + k);
+    }
+  }
+  std::sort_heap(h, h + k);
+}
 
 template <class T>
 void sort_lines(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n,
@@ -68,21 +89,27 @@ void sort_lines(const T* x, T* values, int64_t* indices, int64_t outer, int64_t 
   // cost per line ~ n log n; the scratch lines are reused by every line a thread sorts
   int64_t log_n = 1;
   while ((int64_t(1) << log_n) < n) ++log_n;
+  const bool by_heap = k < n && k * kHeapRatio <= n;
   parallel_for(lines, n * log_n, [&](int64_t b, int64_t e) {
-    std::vector<Entry<U>> line(n), tmp(k == n && n >= kRadixMin ? n : 0);
+    std::vector<Entry<U>> line(by_heap ? k : n), tmp(k == n && n >= kRadixMin ? n : 0);
     for (int64_t l = b; l < e; ++l) {
       const int64_t o = l / inner, i = l % inner;
       const T* src = x + o * n * inner + i;
-      for (int64_t j = 0; j < n; ++j) line[j] = {Ordered<T>::key(src[j * inner], descending), j};
-      if (k < n) {
-        // the k first entries (the index breaks ties, so they are the stable order's), then
-        // their order
-        std::nth_element(line.begin(), line.begin() + k, line.end());
-        std::sort(line.begin(), line.begin() + k);
-      } else if (n >= kRadixMin) {
-        radix_sort(line, tmp);
+      if (by_heap) {
+        heap_select(src, n, inner, k, descending, line.data());
       } else {
-        std::sort(line.begin(), line.end());
+        for (int64_t j = 0; j < n; ++j)
+          line[j] = {Ordered<T>::key(src[j * inner], descending), j};
+        if (k < n) {
+          // the k first entries (the index breaks ties, so they are the stable order's),
+          // then their order
+          std::nth_element(line.begin(), line.begin() + k, line.end());
+          std::sort(line.begin(), line.begin() + k);
+        } else if (n >= kRadixMin) {
+          radix_sort(line, tmp);
+        } else {
+          std::sort(line.begin(), line.end());
+        }
       }
       T* v = values + o * k * inner + i;
       int64_t* ix = indices + o * k * inner + i;
