@@ -95,6 +95,45 @@ def test_max_pool_indices_and_gradient_go_to_the_maximum():
     np.testing.assert_array_equal(to_numpy(x.grad), [[[[0.0, 1.0], [0.0, 0.0]]]])
 
 
+def _max_pool_pixel_by_pixel(x, k, s, p, d, oh, ow):
+    """Indices of each window's maximum: the first maximum among ties, the first NaN over
+    everything; windows read only the cells inside the input."""
+    n, c, h, w = x.shape
+    idx = np.zeros((n, c, oh, ow), dtype=np.int64)
+    for a in range(n):
+        for b in range(c):
+            for y in range(oh):
+                for xo in range(ow):
+                    best, bv = -1, 0.0
+                    for i in range(k[0]):
+                        iy = y * s[0] - p[0] + i * d[0]
+                        for j in range(k[1]):
+                            ix = xo * s[1] - p[1] + j * d[1]
+                            if not (0 <= iy < h and 0 <= ix < w):
+                                continue
+                            v = x[a, b, iy, ix]
+                            if best < 0 or (not np.isnan(bv) and (v > bv or np.isnan(v))):
+                                best, bv = iy * w + ix, v
+                    idx[a, b, y, xo] = best
+    return idx
+
+
+@pytest.mark.parametrize("k, s, p, d, ceil", [
+    ((2, 2), (2, 2), (0, 0), (1, 1), False), ((3, 3), (2, 2), (1, 1), (1, 1), True),
+    ((3, 2), (1, 2), (1, 1), (2, 1), False), ((2, 3), (3, 1), (1, 0), (1, 2), True),
+    ((3, 2), (1, 3), (0, 0), (2, 1), False)])  # the first and last: every window inside
+def test_max_pool_indices_match_a_pixel_by_pixel_reference(k, s, p, d, ceil):
+    # ties (small integers) and NaN, with padding, dilation, strides and ceil_mode
+    x = rng.integers(-2, 3, (2, 3, 7, 8)).astype(np.float32)
+    x[rng.random(x.shape) < 0.05] = np.nan
+    out, idx = st.max_pool2d(as_tensor(x), k, s, p, d, ceil_mode=ceil, return_indices=True)
+    want = _max_pool_pixel_by_pixel(x, k, s, p, d, *idx.shape[2:])
+    np.testing.assert_array_equal(to_numpy(idx), want)
+    flat = x.reshape(2, 3, -1)
+    np.testing.assert_array_equal(
+        to_numpy(out), np.take_along_axis(flat, want.reshape(2, 3, -1), 2).reshape(want.shape))
+
+
 def test_avg_pool_divisors_follow_pytorch():
     x = as_tensor(np.ones((1, 1, 3, 3)))
     inc = st.avg_pool2d(x, 2, stride=2, padding=1)  # corners see 1 of 4 cells
