@@ -12,27 +12,47 @@ struct Geometry {
 
 // cols row r = (ch, i, j) holds, for every output position, the input value that kernel tap
 // (i, j) of channel ch sees there
+// The output columns [first, last) at which kernel column j reads inside the input row: the
+// loops over them need no bounds checks, and with stride 1 they are plain contiguous loops
+struct TapSpan {
+  int64_t first, last, offset;  // input column = xo * sw + offset
+};
+
+inline TapSpan tap_span(const Geometry& g, int64_t j) {
+  const int64_t offset = j * g.dw - g.pl;
+  int64_t first = 0, last = g.ow;
+  while (first < last && first * g.sw + offset < 0) ++first;
+  while (last > first && (last - 1) * g.sw + offset >= g.w) --last;
+  return {first, last, offset};
+}
+
 template <class T>
 void im2col(const T* x, T* cols, int64_t b, const Geometry& g) {
   const int64_t rows = g.c * g.kh * g.kw, npos = g.oh * g.ow;
   parallel_for(b * rows, npos, [&](int64_t s, int64_t e) {
+    const int64_t oh = g.oh, ow = g.ow, sw = g.sw;
     for (int64_t br = s; br < e; ++br) {
       int64_t n = br / rows, r = br % rows;
       int64_t ch = r / (g.kh * g.kw), i = (r / g.kw) % g.kh, j = r % g.kw;
       const T* plane = x + (n * g.c + ch) * g.h * g.w;
       T* out = cols + br * npos;
-      for (int64_t y = 0; y < g.oh; ++y) {
+      const TapSpan t = tap_span(g, j);
+      for (int64_t y = 0; y < oh; ++y) {
         int64_t iy = y * g.sh - g.pt + i * g.dh;
-        T* orow = out + y * g.ow;
+        T* __restrict orow = out + y * ow;
         if (iy < 0 || iy >= g.h) {
-          for (int64_t xo = 0; xo < g.ow; ++xo) orow[xo] = T(0);
+          for (int64_t xo = 0; xo < ow; ++xo) orow[xo] = T(0);
           continue;
         }
-        const T* irow = plane + iy * g.w;
-        for (int64_t xo = 0; xo < g.ow; ++xo) {
-          int64_t ix = xo * g.sw - g.pl + j * g.dw;
-          orow[xo] = (ix >= 0 && ix < g.w) ? irow[ix] : T(0);
+        const T* __restrict irow = plane + iy * g.w;
+        const int64_t off = t.offset;
+        for (int64_t xo = 0; xo < t.first; ++xo) orow[xo] = T(0);
+        if (sw == 1) {
+          for (int64_t xo = t.first; xo < t.last; ++xo) orow[xo] = irow[xo + off];
+        } else {
+          for (int64_t xo = t.first; xo < t.last; ++xo) orow[xo] = irow[xo * sw + off];
         }
+        for (int64_t xo = t.last; xo < ow; ++xo) orow[xo] = T(0);
       }
     }
   });
@@ -49,12 +69,18 @@ void col2im(const T* cols, T* x, int64_t b, const Geometry& g) {
       for (int64_t t = 0; t < taps; ++t) {
         int64_t i = t / g.kw, j = t % g.kw;
         const T* src = cols + (bc * taps + t) * npos;
+        const TapSpan span = tap_span(g, j);
+        const int64_t ow = g.ow, sw = g.sw;
         for (int64_t y = 0; y < g.oh; ++y) {
           int64_t iy = y * g.sh - g.pt + i * g.dh;
           if (iy < 0 || iy >= g.h) continue;
-          for (int64_t xo = 0; xo < g.ow; ++xo) {
-            int64_t ix = xo * g.sw - g.pl + j * g.dw;
-            if (ix >= 0 && ix < g.w) plane[iy * g.w + ix] += src[y * g.ow + xo];
+          T* __restrict prow = plane + iy * g.w;
+          const T* __restrict srow = src + y * ow;
+          const int64_t off = span.offset;
+          if (sw == 1) {
+            for (int64_t xo = span.first; xo < span.last; ++xo) prow[xo + off] += srow[xo];
+          } else {
+            for (int64_t xo = span.first; xo < span.last; ++xo) prow[xo * sw + off] += srow[xo];
           }
         }
       }
