@@ -63,15 +63,15 @@ def canonical(x: Tensor, dims: tuple):
     lo, hi = dims[0], dims[-1]
     if hi - lo + 1 == len(dims):  # adjacent dims: a view of the contiguous data
         xc = contiguous(x)
-        outer = int(np.prod(shape[:lo], dtype=np.int64))
-        n = int(np.prod(shape[lo:hi + 1], dtype=np.int64))
-        inner = int(np.prod(shape[hi + 1:], dtype=np.int64))
+        outer = math.prod(shape[:lo])
+        n = math.prod(shape[lo:hi + 1])
+        inner = math.prod(shape[hi + 1:])
         return xc, outer, n, inner
     kept = [i for i in range(len(shape)) if i not in dims]
     with_grad_off = x._alias()
     xp = contiguous(permute(with_grad_off, *(kept + list(dims))))
-    outer = int(np.prod([shape[i] for i in kept], dtype=np.int64))
-    n = int(np.prod([shape[i] for i in dims], dtype=np.int64))
+    outer = math.prod(shape[i] for i in kept)
+    n = math.prod(shape[i] for i in dims)
     return xp, outer, n, 1
 
 
