@@ -20,12 +20,14 @@ import argparse
 import importlib.util
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_train import time_steps  # noqa: E402  (the step timer, shared with bench_train)
 
 BATCH, HEADS, DIM = 4, 8, 64
 SEED = 0
@@ -36,17 +38,6 @@ def data(n: int) -> tuple:
     shape = (BATCH, HEADS, n, DIM)
     return tuple(r.standard_normal(shape).astype(np.float32) for _ in range(3)) + (
         r.standard_normal(shape).astype(np.float32),)
-
-
-def median_time(fn, warmup: int, reps: int) -> float:
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
 
 
 def steps(sdpa, no_grad, inputs, leaves, grad, causal, sync=lambda: None) -> tuple:
@@ -78,8 +69,8 @@ def torch_worker(args) -> None:
             qs = [t.clone().requires_grad_() for t in (q, k, v)]
             fwd, fwd_bwd = steps(tF.scaled_dot_product_attention, torch.no_grad, (q, k, v),
                                  qs, g, causal)
-            res[f"{n}/{causal}/fwd"] = median_time(fwd, args.warmup, args.reps)
-            res[f"{n}/{causal}/fwdbwd"] = median_time(fwd_bwd, args.warmup, args.reps)
+            res[f"{n}/{causal}/fwd"] = time_steps(fwd, args.warmup, args.reps)
+            res[f"{n}/{causal}/fwdbwd"] = time_steps(fwd_bwd, args.warmup, args.reps)
     print(json.dumps({"version": torch.__version__, "threads": torch.get_num_threads(),
                       "times": res}))
 
@@ -138,7 +129,7 @@ def ours(args) -> tuple:
                 key = "fused" if fused else "comp"
                 for mode, fn in (("fwd", fwd), ("fwdbwd", fwd_bwd)):
                     time.sleep(0.2)
-                    row[f"{key}/{mode}"] = median_time(fn, args.warmup, args.reps)
+                    row[f"{key}/{mode}"] = time_steps(fn, args.warmup, args.reps)
                     if args.device == "cpu":
                         for t in qs:  # the last step's gradients would count against base
                             t.grad = None

@@ -12,30 +12,24 @@ and torch.topk (values and indices, like ours) when PyTorch is installed.
 from __future__ import annotations
 
 import argparse
-import statistics
+import os
+import sys
 import time
 
 import numpy as np
 
 import singa_tensor as st
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 try:
     import torch
 except ImportError:  # PyTorch is optional: its columns read "-"
     torch = None
 
-SETTLE_S = 0.3  # lets one library's thread pool go idle before the next is timed
-
-
-def median_time(fn, warmup: int, repeat: int) -> float:
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+# the step timer and the pause that lets one library's thread pool go idle before the next is
+# timed, shared with bench_train
+from bench_train import SETTLE_S, time_steps  # noqa: E402
 
 
 def _check(name: str, ours, want_values: np.ndarray) -> None:
@@ -84,7 +78,7 @@ def main() -> None:
                 times.append(None)
                 continue
             time.sleep(SETTLE_S)
-            times.append(median_time(fn, args.warmup, args.repeat))
+            times.append(time_steps(fn, args.warmup, args.repeat))
         t_ours, t_np, t_torch = times
 
         def ms(t):
