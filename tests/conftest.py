@@ -2,7 +2,8 @@
 makes it the default device, so every test that creates tensors without naming a device, and
 every registry-driven op test, runs there; without a usable GPU those runs skip with the
 reason. "fake-cuda" runs the same through the CUDA backend's Python code on a stand-in device
-built from the CPU library (tests/helpers.py), which needs no GPU."""
+built from the CPU library (tests/helpers.py), which needs no GPU; "emu-cuda" runs it on the
+stand-in device with the CUDA library's own kernels built for the CPU (tools/cuda_emu)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ _TESTS = os.path.dirname(os.path.abspath(__file__))
 
 def pytest_configure(config):
     global _skip_reason
-    if helpers.REQUESTED_DEVICE == "fake-cuda":
+    if helpers.STAND_IN:
         helpers.install_fake_cuda()
     _skip_reason = helpers.device_problem()
     if _skip_reason is None and helpers.DEVICE != "cpu":
@@ -53,14 +54,14 @@ def _read_only_numpy_in_tests() -> None:
 def cuda():
     """The name of a CUDA device: the real one when present, else the stand-in of
     tests/helpers.py, installed for the test."""
-    if helpers.REQUESTED_DEVICE != "fake-cuda" and st.cuda.is_available():
+    if not helpers.STAND_IN and st.cuda.is_available():
         yield "cuda:0"
         return
     helpers.install_fake_cuda()
     try:
         yield "cuda:0"
     finally:
-        if helpers.REQUESTED_DEVICE != "fake-cuda":
+        if not helpers.STAND_IN:
             helpers.uninstall_fake_cuda()
 
 

@@ -10,9 +10,12 @@ import numpy as np
 
 import singa_tensor as st
 
-# "fake-cuda" runs the suite through backend/cuda.py on the stand-in device defined below
+# "fake-cuda" runs the suite through backend/cuda.py on the stand-in device defined below, with
+# the CPU library's kernels; "emu-cuda" does the same with the CUDA library's own kernels built
+# for the CPU (tools/cuda_emu)
 REQUESTED_DEVICE = os.environ.get("SINGA_TENSOR_DEVICE", "cpu")
-DEVICE = "cuda:0" if REQUESTED_DEVICE == "fake-cuda" else REQUESTED_DEVICE
+STAND_IN = {"fake-cuda": "cpu", "emu-cuda": "emulated"}.get(REQUESTED_DEVICE)
+DEVICE = "cuda:0" if STAND_IN else REQUESTED_DEVICE
 # CI replays the same generated examples on every run (it sets CI); elsewhere hypothesis
 # explores new ones each time
 DERANDOMIZE = bool(os.environ.get("CI"))
@@ -63,9 +66,11 @@ def assert_close(got, want, rtol=1e-5, atol=1e-6, equal_nan=True, msg=""):
 
 # ---- a stand-in CUDA device for machines without a GPU ----------------------------------------
 # backend/cuda.py runs unchanged on top of fakes: "device memory" is host memory, the kernels
-# are the CPU library's (the trailing stream argument is checked and dropped) and cuBLAS is a
+# are the CPU library's (the trailing stream argument is checked and dropped) or, with
+# kernels="emulated", the CUDA library's own built for the CPU by tools/cuda_emu, and cuBLAS is a
 # numpy model of its column-major strided-batched GEMM. This exercises every Python path of the
-# CUDA backend (allocation, launches, transfers, the cuBLAS argument mapping) without a GPU.
+# CUDA backend (allocation, launches, transfers, the cuBLAS argument mapping) without a GPU, and
+# in the emulated variant the CUDA kernels' indexing, reductions and launch configurations.
 
 
 class FakeCudaError(RuntimeError):
@@ -239,10 +244,12 @@ def _fake_cublas(cupy):
 
 
 class _FakeLib:
-    """The CPU library under the CUDA ABI: every kernel takes a trailing stream."""
+    """Kernels under the CUDA ABI: every kernel takes a trailing stream. With the CPU library
+    (takes_stream=False) the stream is checked and dropped; the emulated CUDA library takes it."""
 
-    def __init__(self, cpu_lib, ffi, capturing):
-        self._cpu, self._ffi = cpu_lib, ffi
+    def __init__(self, kernels, ffi, capturing, takes_stream=False):
+        self._kernels, self._ffi = kernels, ffi
+        self._takes_stream = takes_stream
         self.error = None  # the next "launch error" to report
         self.streams = []
         self._capturing = capturing
@@ -252,17 +259,22 @@ class _FakeLib:
 
     def st_cuda_last_error(self):
         err, self.error = self.error, None
+        if err is None and self._takes_stream:
+            return self._kernels.st_cuda_last_error()
         return self._ffi.NULL if err is None else self._ffi.new("char[]", err.encode())
 
     def st_cuda_clear_error(self):
         self.error = None
+        if self._takes_stream:
+            self._kernels.st_cuda_clear_error()
 
     def __getattr__(self, symbol):
-        fn = getattr(self._cpu, symbol)  # AttributeError: no such kernel
+        fn = getattr(self._kernels, symbol)  # AttributeError: no such kernel
         if not symbol.startswith("st_") or symbol.startswith(("st_alloc", "st_free")):
             raise AttributeError(symbol)
         streams, capturing, ffi = self.streams, self._capturing, self._ffi
         returns = ffi.typeof(fn).result is not ffi.typeof("void")
+        keep = None if self._takes_stream else -1
 
         def launch(*args):
             stream = args[-1]
@@ -272,21 +284,22 @@ class _FakeLib:
             if captured is not None:
                 if returns:  # its result would need the host to wait for the device
                     raise FakeCudaError(f"{symbol}: waiting on a capturing stream")
-                captured.append((fn, args[:-1]))
+                captured.append((fn, args[:keep]))
                 return None
-            return fn(*args[:-1])
+            return fn(*args[:keep])
 
         setattr(self, symbol, launch)
         return launch
 
 
-_fake = None
+_fakes: dict = {}  # kernels -> the stand-in backend module
 
 
-def install_fake_cuda(pool_limit: int = 1 << 34):
-    """Make "cuda:0" the stand-in device (see above); returns its backend module. Idempotent:
-    the session-wide install (SINGA_TENSOR_DEVICE=fake-cuda) and the test fixture share it."""
-    global _fake
+def install_fake_cuda(pool_limit: int = 1 << 34, kernels: str | None = None):
+    """Make "cuda:0" the stand-in device (see above); returns its backend module. kernels is
+    "cpu" (the CPU library's) or "emulated" (the CUDA library's, built for the CPU); by default
+    the session's (SINGA_TENSOR_DEVICE), else "cpu". Idempotent: the session-wide install and
+    the test fixture share it."""
     import importlib.util
     import sys
     import types
@@ -295,10 +308,16 @@ def install_fake_cuda(pool_limit: int = 1 << 34):
     from singa_tensor import backend
     from singa_tensor.backend import cpu
 
-    if _fake is None:
+    kernels = kernels or STAND_IN or "cpu"
+    fake = _fakes.get(kernels)
+    if fake is None:
         cupy = _fake_cupy(pool_limit)
         ffi_mod = types.ModuleType("singa_tensor.backend._cuda_ffi")
-        ffi_mod.ffi, ffi_mod.lib = cpu.ffi, _FakeLib(cpu.lib, cpu.ffi, cupy.capturing)
+        if kernels == "emulated":
+            ffi_mod.ffi, lib = emulated_cuda_library()
+            ffi_mod.lib = _FakeLib(lib, ffi_mod.ffi, cupy.capturing, takes_stream=True)
+        else:
+            ffi_mod.ffi, ffi_mod.lib = cpu.ffi, _FakeLib(cpu.lib, cpu.ffi, cupy.capturing)
         names = ("cupy", "singa_tensor.backend._cuda_ffi")
         saved = {n: sys.modules.get(n) for n in names}
         sys.modules.update(dict(zip(names, (cupy, ffi_mod))))
@@ -317,16 +336,36 @@ def install_fake_cuda(pool_limit: int = 1 << 34):
         cublas = _fake_cublas(cupy)
         mod._load_cublas = lambda: (cublas, lambda: 1)
         mod.fake_cupy, mod.fake_lib, mod.fake_cublas = cupy, ffi_mod.lib, cublas
-        _fake = mod
+        mod.fake_kernels = kernels
+        fake = _fakes[kernels] = mod
     _forget_cuda()
-    backend._loaded["cuda"] = _fake
-    return _fake
+    backend._loaded["cuda"] = fake
+    return fake
+
+
+_emulated = None
+
+
+def emulated_cuda_library():
+    """(ffi, lib) of the CUDA library's kernels built for the CPU (tools/cuda_emu/build.py;
+    the first call in a checkout compiles it, about a minute on two cores)."""
+    global _emulated
+    if _emulated is None:
+        import importlib.util
+        from pathlib import Path
+
+        path = Path(__file__).resolve().parent.parent / "tools" / "cuda_emu" / "build.py"
+        spec = importlib.util.spec_from_file_location("_cuda_emu_build", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _emulated = mod.load()
+    return _emulated
 
 
 def uninstall_fake_cuda() -> None:
     from singa_tensor import backend, creation
 
-    if backend._loaded.get("cuda") is _fake:
+    if backend._loaded.get("cuda") in _fakes.values():
         del backend._loaded["cuda"]
     _forget_cuda()
     if creation.get_default_device().type == "cuda":

@@ -18,7 +18,7 @@ from singa_tensor.ops import REGISTRY
 
 from . import helpers
 
-REAL_GPU = helpers.REQUESTED_DEVICE != "fake-cuda" and st.cuda.is_available()
+REAL_GPU = not helpers.STAND_IN and st.cuda.is_available()
 needs_gpu = pytest.mark.skipif(not REAL_GPU, reason="needs a usable CUDA device (and CuPy)")
 
 
@@ -40,7 +40,7 @@ def test_device_parsing():
         st.device("cuda", -2)
 
 
-@pytest.mark.skipif(REAL_GPU or helpers.REQUESTED_DEVICE == "fake-cuda",
+@pytest.mark.skipif(REAL_GPU or helpers.STAND_IN is not None,
                     reason="a CUDA device is present")
 def test_asking_for_cuda_without_a_device_raises_clearly():
     assert st.cuda.is_available() is False and st.cuda.device_count() == 0
