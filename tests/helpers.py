@@ -21,6 +21,11 @@ DEVICE = "cuda:0" if STAND_IN else REQUESTED_DEVICE
 DERANDOMIZE = bool(os.environ.get("CI"))
 
 
+def real_gpu() -> bool:
+    """Whether a real CUDA device is usable (not the stand-in of a fake-cuda/emu-cuda session)."""
+    return STAND_IN is None and st.cuda.is_available()
+
+
 def device_problem() -> str | None:
     """Why the device under test cannot be used, or None when it can."""
     if DEVICE == "cpu":
@@ -340,7 +345,24 @@ def install_fake_cuda(pool_limit: int = 1 << 34, kernels: str | None = None):
         fake = _fakes[kernels] = mod
     _forget_cuda()
     backend._loaded["cuda"] = fake
+    _hide_nccl(True)
     return fake
+
+
+_nccl_usable = None
+
+
+def _hide_nccl(hide: bool) -> None:
+    """The stand-in device has no NCCL: with it installed, init_process_group("auto") must not
+    pick NCCL because an installed CuPy has the module."""
+    global _nccl_usable
+    from singa_tensor import distributed
+
+    if hide and _nccl_usable is None:
+        _nccl_usable = distributed._nccl_usable
+        distributed._nccl_usable = lambda: False
+    elif not hide and _nccl_usable is not None:
+        distributed._nccl_usable, _nccl_usable = _nccl_usable, None
 
 
 _emulated = None
@@ -358,7 +380,8 @@ def emulated_cuda_library():
         spec = importlib.util.spec_from_file_location("_cuda_emu_build", path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        _emulated = mod.load()
+        # e.g. "address" (run Python with libasan preloaded) checks every access of the kernels
+        _emulated = mod.load(sanitize=os.environ.get("SINGA_TENSOR_EMU_SANITIZE", ""))
     return _emulated
 
 
@@ -367,6 +390,7 @@ def uninstall_fake_cuda() -> None:
 
     if backend._loaded.get("cuda") in _fakes.values():
         del backend._loaded["cuda"]
+    _hide_nccl(False)
     _forget_cuda()
     if creation.get_default_device().type == "cuda":
         creation.set_default_device("cpu")

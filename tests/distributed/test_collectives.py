@@ -6,6 +6,7 @@ import pytest
 
 import singa_tensor as st
 
+from ..helpers import real_gpu
 from .mpi_run import needs_mpi, run
 
 pytestmark = needs_mpi
@@ -192,7 +193,7 @@ def test_collectives_four_ranks_and_groups():
     _check(out, 4)
 
 
-@pytest.mark.skipif(not st.cuda.is_available(), reason="no CUDA device: NCCL backend not run")
+@pytest.mark.skipif(not real_gpu(), reason="no CUDA device: NCCL backend not run")
 def test_collectives_nccl():  # pragma: no cover - needs GPUs
     import cupy
 
@@ -202,7 +203,7 @@ def test_collectives_nccl():  # pragma: no cover - needs GPUs
 
 
 def _nccl_usable() -> bool:
-    if not st.cuda.is_available():
+    if not real_gpu():
         return False
     try:
         from cupy.cuda import nccl  # noqa: F401

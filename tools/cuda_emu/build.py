@@ -214,7 +214,7 @@ def build(out: Path | None = None, sanitize: str = "", jobs: int | None = None) 
     earlier build of the same sources and flags."""
     flags = list(FLAGS)
     if sanitize:
-        flags += [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g"]
+        flags += [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g", "-DEMU_UCONTEXT"]
     key = _key(flags, os.environ.get("CXX", "g++"))
     out = Path(out) if out else ROOT / "build" / "cuda_emu" / key
     lib = out / "libst_cuda_emu.so"
