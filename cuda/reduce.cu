@@ -419,14 +419,17 @@ __global__ void __launch_bounds__(kThreads)
       }
       for (; k < n; k += step) op.step(l, line[k * inner], k);
     }
-    S* slot = sh + ty * bx + tx;
-    *slot = op.fold(l);
-    __syncthreads();
-    for (int h = by >> 1; h > 0; h >>= 1) {
-      if (ty < h) *slot = op.combine(*slot, slot[h * bx]);
+    S s = op.fold(l);
+    if (by > 1) {  // the same for the whole block
+      S* slot = sh + ty * bx + tx;
+      *slot = s;
       __syncthreads();
+      for (int h = by >> 1; h > 0; h >>= 1) {
+        if (ty < h) *slot = op.combine(*slot, slot[h * bx]);
+        __syncthreads();
+      }
+      s = sh[tx];
     }
-    const S s = sh[tx];
     if (pieces > 1) {
       if (ty == 0 && valid) partial[(o * inner + i) * pieces + piece] = s;
     } else if constexpr (kWrite) {
@@ -438,7 +441,7 @@ __global__ void __launch_bounds__(kThreads)
     } else {
       if (ty == 0 && valid) y[o * inner + i] = op.out(s);
     }
-    __syncthreads();  // sh is rewritten by the next task
+    if (by > 1) __syncthreads();  // sh is rewritten by the next task
   }
 }
 
@@ -506,7 +509,14 @@ void run(const Op& op, const typename Op::In* x, OutType<Op, kWrite>* y, int64_t
   }
   int bx = 1;
   while (bx < inner && bx < 32) bx <<= 1;
-  const int by = kThreads / bx;
+  int by = kThreads / bx;
+  // Short lines (a sum over a batch of a few per-sample gradients): fewer thread rows and wider
+  // tiles, about four elements per thread, so that rows of threads do not idle and fewer tiles
+  // pay for the fold in shared memory (none with one row).
+  while (by > 1 && int64_t(by) * 4 > n && bx < inner) {
+    by >>= 1;
+    bx <<= 1;
+  }
   // groups that work independently before any split, and the fewest elements worth a piece
   const int64_t groups = inner == 1 ? outer : outer * ceil_div(inner, bx);
   const int64_t min_piece = inner == 1 ? int64_t(kThreads) * Vec<typename Op::In>::N * 4 : by * 16;
