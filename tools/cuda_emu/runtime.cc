@@ -43,12 +43,14 @@ struct Fiber {
   char* stack = nullptr;
   State state = kRunnable;
   unsigned linear = 0;      // linear thread index in the block
-  unsigned warp_mask = 0;   // the mask of the collective it waits in
 };
 
 struct Warp {
   unsigned char slots[2][32][8];  // double-buffered: a lane may enter the next collective
   unsigned gen = 0;               // while others still read this one's values
+  unsigned exist = 0;             // lanes present in the block
+  unsigned waiting = 0;           // lanes waiting in the current collective
+  unsigned mask = 0;              // its mask
 };
 
 std::mutex g_launch_mutex;  // one launch at a time: the globals above describe it
@@ -66,6 +68,7 @@ Fiber* g_current = nullptr;
 const std::function<void()>* g_body = nullptr;
 std::vector<unsigned char> g_dynamic_shared;
 std::string g_error;  // the first fault found in the running block
+unsigned g_runnable = 0, g_done = 0;  // threads of the running block
 uint64_t g_block_serial = 0;  // counts blocks run, to tell a new block's shared memory
 std::unordered_map<void*, uint64_t> g_shared_filled;  // static -> block that last filled it
 
@@ -107,6 +110,8 @@ namespace {
 [[noreturn]] void fiber_main() {
   (*g_body)();
   g_current->state = kDone;
+  --g_runnable;
+  ++g_done;
 #ifdef EMU_FAST_SWITCH
   emu_switch(&g_current->sp, g_scheduler);
 #else
@@ -117,6 +122,7 @@ namespace {
 
 void yield(State s) {
   g_current->state = s;
+  --g_runnable;
 #ifdef EMU_FAST_SWITCH
   emu_switch(&g_current->sp, g_scheduler);
 #else
@@ -128,8 +134,10 @@ void yield(State s) {
 void reset(Fiber& f) {
 #ifdef EMU_FAST_SWITCH
   // the stack as emu_switch leaves it: six registers, then the return address, then a slot
-  // that makes the stack pointer 8 past a 16-byte boundary at entry, as after a call
-  auto* top = reinterpret_cast<uintptr_t*>(f.stack + kStackBytes);
+  // that makes the stack pointer 8 past a 16-byte boundary at entry, as after a call. The tops
+  // are staggered: stacks that all start at the same offset in a page would compete for the
+  // same few cache sets.
+  auto* top = reinterpret_cast<uintptr_t*>(f.stack + kStackBytes - (f.linear % 64) * 80);
   top[-1] = 0;
   top[-2] = reinterpret_cast<uintptr_t>(&fiber_main);
   for (int i = 3; i <= 8; ++i) top[-i] = 0;
@@ -172,7 +180,15 @@ unsigned existing_lanes(unsigned w, unsigned n) {
   return count == 32 ? 0xffffffffu : ((1u << count) - 1u);
 }
 
+std::string hex(unsigned v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%08x", v);
+  return b;
+}
+
 // Runs one block to completion; returns false (with g_error set) when it cannot finish.
+// Threads run in index order until each blocks or ends; a warp collective releases its lanes
+// when the last one arrives (warp_exchange), a barrier when nothing else can run.
 bool run_block(unsigned n) {
   for (unsigned t = 0; t < n; ++t) {
     Fiber& f = g_fibers[t];
@@ -180,69 +196,45 @@ bool run_block(unsigned n) {
     reset(f);
   }
   const unsigned warps = (n + 31) / 32;
+  g_runnable = n;
+  g_done = 0;
+  for (unsigned w = 0; w < warps; ++w) {
+    g_warps[w].waiting = 0;
+    g_warps[w].exist = existing_lanes(w, n);
+  }
   for (;;) {
-    bool ran = false;
-    for (unsigned t = 0; t < n; ++t) {
+    for (unsigned t = 0; t < n && g_runnable; ++t) {
       Fiber& f = g_fibers[t];
       if (f.state != kRunnable) continue;
       g_current = &f;
       g_lane = &f.lane;
       resume(f);
-      ran = true;
     }
     if (!g_error.empty()) return false;
-    // release every warp whose lanes (those of the mask that exist) are all in a collective
-    bool released = false, any_waiting = false, any_at_barrier = false, any_done = false;
+    if (g_runnable) continue;  // lanes released by a collective after their turn
+    if (g_done == n) return true;
     for (unsigned w = 0; w < warps; ++w) {
-      const unsigned exist = existing_lanes(w, n);
-      unsigned waiting = 0, mask = 0, done = 0;
-      for (unsigned l = 0; l < 32; ++l) {
-        if (!((exist >> l) & 1u)) continue;
-        const Fiber& f = g_fibers[w * 32 + l];
-        if (f.state == kAtWarp) {
-          waiting |= 1u << l;
-          mask = f.warp_mask;
-        }
-        if (f.state == kDone) done |= 1u << l;
-        if (f.state == kAtBarrier) any_at_barrier = true;
-      }
-      if (done) any_done = true;
-      if (!waiting) continue;
-      any_waiting = true;
-      const unsigned need = mask & exist;
-      if ((waiting & need) == need) {
-        for (unsigned l = 0; l < 32; ++l)
-          if ((waiting >> l) & 1u) g_fibers[w * 32 + l].state = kRunnable;
-        g_warps[w].gen++;
-        released = true;
-      } else if (need & done) {
-        fault("a warp collective (shuffle, ballot or __syncwarp) with mask 0x" +
-              [&] {
-                char b[16];
-                std::snprintf(b, sizeof b, "%08x", mask);
-                return std::string(b);
-              }() +
+      const Warp& wp = g_warps[w];
+      if (!wp.waiting) continue;
+      unsigned done = 0;
+      for (unsigned l = 0; l < 32; ++l)
+        if (((wp.exist >> l) & 1u) && g_fibers[w * 32 + l].state == kDone) done |= 1u << l;
+      if (wp.mask & done)
+        fault("a warp collective (shuffle, ballot or __syncwarp) with mask " + hex(wp.mask) +
               " waits for lanes that have returned from the kernel");
-        return false;
-      }
-    }
-    if (released) continue;
-    if (ran) continue;
-    bool all_done = true;
-    for (unsigned t = 0; t < n; ++t) all_done = all_done && g_fibers[t].state == kDone;
-    if (all_done) return true;
-    if (any_waiting) {
-      fault("deadlock: some threads wait in a warp collective whose other lanes wait at "
-            "__syncthreads");
+      else
+        fault("deadlock: some threads wait in a warp collective whose other lanes wait at "
+              "__syncthreads");
       return false;
     }
-    if (any_at_barrier && any_done) {
+    if (g_done) {
       fault("__syncthreads reached by some threads of a block after others returned from the "
             "kernel (undefined behaviour on a GPU)");
       return false;
     }
     for (unsigned t = 0; t < n; ++t)  // everyone is at __syncthreads
       g_fibers[t].state = kRunnable;
+    g_runnable = n;
   }
 }
 
@@ -256,10 +248,26 @@ void warp_exchange(unsigned mask, const void* value, size_t bytes, unsigned char
   const unsigned lane = lane_id();
   if (!((mask >> lane) & 1u)) fault("a warp collective called by a lane outside its mask");
   Warp& w = g_warps[g_current->linear / 32];
+  if (w.waiting && w.mask != mask)
+    fault("lanes of a warp meet in a collective with different masks (" + hex(w.mask) + ", " +
+          hex(mask) + ")");
   const unsigned gen = w.gen;
   std::memcpy(w.slots[gen & 1][lane], value, bytes);
-  g_current->warp_mask = mask;
-  yield(kAtWarp);
+  w.mask = mask;
+  w.waiting |= 1u << lane;
+  const unsigned need = mask & w.exist;
+  if ((w.waiting & need) == need) {  // the last lane: release the others, go on
+    const unsigned base = g_current->linear & ~31u;
+    for (unsigned l = 0; l < 32; ++l)
+      if (l != lane && ((w.waiting >> l) & 1u)) {
+        g_fibers[base + l].state = kRunnable;
+        ++g_runnable;
+      }
+    w.waiting = 0;
+    w.gen++;
+  } else {
+    yield(kAtWarp);
+  }
   std::memcpy(all, w.slots[gen & 1], sizeof(w.slots[0]));
 }
 
