@@ -55,9 +55,13 @@ DESELECT = [
 
 @pytest.mark.skipif(helpers.REQUESTED_DEVICE != "cpu",
                     reason="launched from the CPU session only (it starts its own session)")
-def test_cuda_kernels_pass_the_suites_on_the_emulator():
+@pytest.mark.parametrize("order", ["ascending", "descending"])
+def test_cuda_kernels_pass_the_suites_on_the_emulator(order):
+    # Threads of a block run one at a time, in index order or in reverse: a kernel that reads
+    # shared memory another thread writes, without a barrier in between, reads the emulator's
+    # fill pattern in one of the two orders.
     helpers.emulated_cuda_library()  # build it here, so a compile error reads as one
-    env = dict(os.environ, SINGA_TENSOR_DEVICE="emu-cuda")
+    env = dict(os.environ, SINGA_TENSOR_DEVICE="emu-cuda", SINGA_TENSOR_EMU_ORDER=order)
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-rfE", "-p", "no:cacheprovider", *SUITES,
          *(f"--deselect={t}" for t in DESELECT)],

@@ -58,6 +58,12 @@ __global__ void reverse(const int* x, int* y) {
   y[threadIdx.x] = buf[blockDim.x - 1 - threadIdx.x];
 }
 
+__global__ void broadcast(const int* x, int* y) {  // no barrier between the write and the reads
+  __shared__ int v;
+  if (threadIdx.x == 0) v = x[0];
+  y[threadIdx.x] = v;
+}
+
 __global__ void dynamic_reverse(const double* x, double* y) {
   extern __shared__ __align__(16) unsigned char smem[];
   double* buf = reinterpret_cast<double*>(smem);
@@ -106,6 +112,10 @@ int run_reverse(const int* x, int* y, int n, int barrier) {
   else reverse<false><<<1, n>>>(x, y);
   return cudaGetLastError();
 }
+int run_broadcast(const int* x, int* y, int n) {
+  broadcast<<<1, n>>>(x, y);
+  return cudaGetLastError();
+}
 int run_dynamic_reverse(const double* x, double* y, int n, size_t bytes) {
   dynamic_reverse<<<1, n, bytes, nullptr>>>(x, y);
   return cudaGetLastError();
@@ -136,6 +146,8 @@ int run_lane_scan(const int* x, int* y, int n);
 int run_ballots(const int* f, unsigned* out, int n);
 int run_reverse(const int* x, int* y, int n, int barrier);
 int run_dynamic_reverse(const double* x, double* y, int n, size_t bytes);
+int run_broadcast(const int* x, int* y, int n);
+int emu_set_descending(int descending);
 int run_coordinates(int* out, int gx, int gy, int gz, int bx, int by, int bz);
 int run_sync_after_return(int* y);
 int run_divergent_collective(int* y);
@@ -206,6 +218,27 @@ def test_barrier_orders_shared_memory_and_its_absence_shows(lib):
     np.testing.assert_array_equal(y[n // 2:], second[::-1][n // 2:])
     assert lib.run_reverse(_p(lib, first), _p(lib, y), n, 0) == 0  # not the last launch's
     assert (y[: n // 2] == pattern).all()
+
+
+def test_descending_order_shows_a_missing_barrier_after_a_low_thread_writes(lib):
+    # thread 0 writes, the others read without a barrier: in index order the write comes
+    # first and the bug hides; in reverse order every other thread reads the fill pattern
+    x, y = np.array([7], np.int32), np.zeros(64, np.int32)
+    was = lib.emu_set_descending(0)
+    try:
+        assert lib.run_broadcast(_p(lib, x), _p(lib, y), 64) == 0
+        assert (y == 7).all()
+        lib.emu_set_descending(1)
+        assert lib.run_broadcast(_p(lib, x), _p(lib, y), 64) == 0
+        pattern = np.frombuffer(b"\xab" * 4, np.int32)[0]
+        assert y[0] == 7 and (y[1:] == pattern).all()
+        # the correct kernels give the same results in either order
+        v = np.random.default_rng(2).standard_normal(64).astype(np.float32)
+        s = np.zeros(2, np.float32)
+        assert lib.run_warp_sum(_p(lib, v), _p(lib, s), 1, 64) == 0
+        np.testing.assert_allclose(s, v.reshape(2, 32).sum(1), rtol=1e-5)
+    finally:
+        lib.emu_set_descending(was)
 
 
 def test_dynamic_shared_memory_and_its_limit(lib):

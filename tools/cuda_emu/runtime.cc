@@ -186,8 +186,16 @@ std::string hex(unsigned v) {
   return b;
 }
 
+// Threads run in index order, or in reverse with SINGA_TENSOR_EMU_ORDER=descending: a read of
+// shared memory that another thread writes without a barrier in between sees the fill pattern
+// in one of the two orders whichever thread is the writer.
+bool g_descending = [] {
+  const char* o = std::getenv("SINGA_TENSOR_EMU_ORDER");
+  return o && std::string(o) == "descending";
+}();
+
 // Runs one block to completion; returns false (with g_error set) when it cannot finish.
-// Threads run in index order until each blocks or ends; a warp collective releases its lanes
+// Threads run in turn until each blocks or ends; a warp collective releases its lanes
 // when the last one arrives (warp_exchange), a barrier when nothing else can run.
 bool run_block(unsigned n) {
   for (unsigned t = 0; t < n; ++t) {
@@ -203,8 +211,8 @@ bool run_block(unsigned n) {
     g_warps[w].exist = existing_lanes(w, n);
   }
   for (;;) {
-    for (unsigned t = 0; t < n && g_runnable; ++t) {
-      Fiber& f = g_fibers[t];
+    for (unsigned i = 0; i < n && g_runnable; ++i) {
+      Fiber& f = g_fibers[g_descending ? n - 1 - i : i];
       if (f.state != kRunnable) continue;
       g_current = &f;
       g_lane = &f.lane;
@@ -408,3 +416,11 @@ cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+
+// The order threads run in (see run_block): 1 descending, 0 ascending; returns the previous.
+extern "C" int emu_set_descending(int descending) {
+  std::lock_guard<std::mutex> hold(emu::g_launch_mutex);
+  const int was = emu::g_descending;
+  emu::g_descending = descending != 0;
+  return was;
+}
