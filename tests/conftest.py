@@ -54,7 +54,7 @@ def _read_only_numpy_in_tests() -> None:
 def cuda():
     """The name of a CUDA device: the real one when present, else the stand-in of
     tests/helpers.py, installed for the test."""
-    if not helpers.STAND_IN and st.cuda.is_available():
+    if helpers.real_gpu():
         yield "cuda:0"
         return
     helpers.install_fake_cuda()

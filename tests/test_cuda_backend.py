@@ -18,7 +18,7 @@ from singa_tensor.ops import REGISTRY
 
 from . import helpers
 
-REAL_GPU = not helpers.STAND_IN and st.cuda.is_available()
+REAL_GPU = helpers.real_gpu()
 needs_gpu = pytest.mark.skipif(not REAL_GPU, reason="needs a usable CUDA device (and CuPy)")
 
 
