@@ -366,6 +366,21 @@ def _hide_nccl(hide: bool) -> None:
 
 
 _emulated = None
+_emu_tools = None
+
+
+def cuda_emu_tools():
+    """tools/cuda_emu/build.py as a module (the translator, compile_library, build, load)."""
+    global _emu_tools
+    if _emu_tools is None:
+        import importlib.util
+        from pathlib import Path
+
+        path = Path(__file__).resolve().parent.parent / "tools" / "cuda_emu" / "build.py"
+        spec = importlib.util.spec_from_file_location("_cuda_emu_build", path)
+        _emu_tools = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_emu_tools)
+    return _emu_tools
 
 
 def emulated_cuda_library():
@@ -373,15 +388,8 @@ def emulated_cuda_library():
     the first call in a checkout compiles it, about a minute on two cores)."""
     global _emulated
     if _emulated is None:
-        import importlib.util
-        from pathlib import Path
-
-        path = Path(__file__).resolve().parent.parent / "tools" / "cuda_emu" / "build.py"
-        spec = importlib.util.spec_from_file_location("_cuda_emu_build", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
         # e.g. "address" (run Python with libasan preloaded) checks every access of the kernels
-        _emulated = mod.load(sanitize=os.environ.get("SINGA_TENSOR_EMU_SANITIZE", ""))
+        _emulated = cuda_emu_tools().load(sanitize=os.environ.get("SINGA_TENSOR_EMU_SANITIZE", ""))
     return _emulated
 
 

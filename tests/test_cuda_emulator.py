@@ -5,24 +5,12 @@ test_cuda_emulated.py.)"""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from . import helpers
 
-
-def _build_module():
-    spec = importlib.util.spec_from_file_location(
-        "_cuda_emu_build", ROOT / "tools" / "cuda_emu" / "build.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-emu = _build_module()
+emu = helpers.cuda_emu_tools()
 
 KERNELS = r"""
 #include <cuda_runtime.h>
