@@ -1,8 +1,8 @@
 """Train a character-level language model on Shakespeare's sonnets: an LSTM or a small
 Transformer learns to predict each next character of the text, then writes some of its own.
 
-The text, examples/data/sonnets.txt, is Sonnets I-LI by William Shakespeare (1609), public
-domain, as modernised in the Project Gutenberg edition.
+The text, `singa_tensor.datasets.load_sonnets()`, is Sonnets I-LI by William Shakespeare
+(1609), public domain, as modernised in the Project Gutenberg edition; it ships with the package.
 
     python examples/char_lm.py                        # 2-layer LSTM, 300 steps
     python examples/char_lm.py --model transformer    # 2 Transformer encoder layers
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import pathlib
 import time
 
 import numpy as np
@@ -28,9 +27,7 @@ import numpy as np
 import singa_tensor as st
 import singa_tensor.nn.functional as F
 from singa_tensor import nn, optim
-
-TEXT = pathlib.Path(__file__).with_name("data") / "sonnets.txt"
-
+from singa_tensor.datasets import load_sonnets
 
 # ---------------------------------------------------------------------------------------------
 # Data: the text as a sequence of integer character ids
@@ -218,7 +215,7 @@ def main(argv=None) -> dict:
 
     st.manual_seed(args.seed)  # the initial weights
     rng = np.random.default_rng(args.seed)  # the batches and the sampling
-    data = CharData(TEXT.read_text())
+    data = CharData(load_sonnets())
     model = build_model(args, data.vocab_size).to(device)
     opt = optim.Adam(model.parameters(), lr=args.lr)
     val_batches = [tuple(t.to(device) for t in data.batch(data.val, args.batch_size,

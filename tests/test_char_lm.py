@@ -7,11 +7,13 @@ from __future__ import annotations
 import importlib.util
 import math
 import pathlib
+import re
 
 import numpy as np
 import pytest
 
 import singa_tensor as st
+from singa_tensor.datasets import load_sonnets
 
 from .helpers import DEVICE
 
@@ -29,6 +31,23 @@ SMALL = ["--steps", "40", "--batch-size", "16", "--seq-len", "32", "--hidden", "
 MARGIN = {"lstm": 0.8, "transformer": 1.2}
 
 
+def _roman(n: int) -> str:
+    digits = [(50, "L"), (40, "XL"), (10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I")]
+    out = ""
+    for value, numeral in digits:
+        count, n = divmod(n, value)
+        out += numeral * count
+    return out
+
+
+def test_the_corpus_is_sonnets_one_to_fifty_one_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the text ships with the package, not beside the example
+    text = load_sonnets()
+    assert text.startswith("THE SONNETS\nby William Shakespeare\n")
+    headings = re.findall(r"^ +([IVXL]+)$", text, flags=re.MULTILINE)
+    assert headings == [_roman(n) for n in range(1, 52)]
+
+
 @pytest.mark.parametrize("model", ["lstm", "transformer"])
 def test_loss_falls(model, capsys):
     history = char_lm.main(["--model", model] + SMALL)
@@ -42,7 +61,7 @@ def test_loss_falls(model, capsys):
 
 
 def test_sample_extends_the_prompt_with_corpus_characters():
-    data = char_lm.CharData(char_lm.TEXT.read_text())
+    data = char_lm.CharData(load_sonnets())
     assert data.vocab_size == 59
     assert data.decode(data.encode("Shall I")) == "Shall I"
     st.manual_seed(0)
@@ -56,7 +75,7 @@ def test_sample_extends_the_prompt_with_corpus_characters():
 
 
 def test_batches_are_shifted_windows_and_positions_are_bounded():
-    data = char_lm.CharData(char_lm.TEXT.read_text())
+    data = char_lm.CharData(load_sonnets())
     x, y = data.batch(data.train, 4, 10, np.random.default_rng(0))
     x, y = x.numpy(), y.numpy()
     assert x.shape == y.shape == (4, 10)
