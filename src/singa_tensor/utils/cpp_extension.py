@@ -21,13 +21,14 @@ def _installed_candidates() -> list[Path]:
     # An install puts the headers into <package>/include/singa_tensor/. An editable install
     # splits the package: its Python files stay in src/singa_tensor while what CMake installs
     # lands in site-packages/singa_tensor, so every folder of the package's __path__ counts,
-    # and so does the folder the distribution's metadata records.
+    # and so does wherever the distribution's record of installed files puts the header.
     found = [Path(entry) / "include" for entry in singa_tensor.__path__]
     try:
-        dist = metadata.distribution("singa_tensor")
+        files = metadata.distribution("singa_tensor").files or []
     except metadata.PackageNotFoundError:
         return found
-    return found + [Path(dist.locate_file("singa_tensor")) / "include"]
+    return found + [Path(f.locate()).parent.parent for f in files
+                    if f.name == _HEADERS[0] and f.parent.name == "singa_tensor"]
 
 
 def _checkout_candidates() -> list[Path]:
