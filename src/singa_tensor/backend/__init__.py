@@ -9,7 +9,9 @@ here or in the backends, never above this package.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
+from .._optional import install_hint
 from .device import CPU, Device, as_device
 
 _loaded: dict[str, object] = {}
@@ -17,6 +19,31 @@ _by_key: dict[tuple, object] = {}
 
 # DLPack device type codes (dlpack.h)
 _DL_CPU, _DL_CUDA, _DL_CUDA_MANAGED = 1, 2, 13
+
+
+def build_info():
+    """What the build of the installed libraries chose (`_build_info.py`, written by CMake:
+    `cpu_baseline`, `cuda_mode`, `cuda_built`, `cuda_reason`); None for a source tree that was
+    never built."""
+    try:
+        from . import _build_info
+    except ImportError:
+        return None
+    return _build_info
+
+
+def _unavailable(kind: str, err: ImportError) -> str:
+    """Why the backend of `kind` cannot be imported, and what would fix it."""
+    if kind == "cuda":
+        if importlib.util.find_spec(f"{__name__}._cuda_ffi") is None:
+            info = build_info()
+            why = f" ({info.cuda_reason})" if info is not None and info.cuda_reason else ""
+            return (f"the CUDA library is not part of this build{why}; build it with "
+                    f'SINGA_TENSOR_CUDA=ON pip install -e ".[gpu]" from a clone (without the '
+                    f"variable it is built where a GPU and nvcc are found)")
+        if isinstance(err, ModuleNotFoundError) and (err.name or "").partition(".")[0] == "cupy":
+            return f"CuPy is not installed: {install_hint('cupy')}"
+    return str(err)
 
 
 def load(kind: str, device=None):
@@ -27,8 +54,8 @@ def load(kind: str, device=None):
             mod = importlib.import_module(f".{kind}", __name__)
         except ImportError as e:
             raise RuntimeError(
-                f"device {device or kind}: the {kind} backend is not available in this build "
-                f"({e})"
+                f"device {device or kind}: the {kind} backend is not available: "
+                f"{_unavailable(kind, e)}"
             ) from None
         _loaded[kind] = mod
     return mod
@@ -104,5 +131,5 @@ def from_dlpack(obj):
                     f"CUDA (2))")
 
 
-__all__ = ["CPU", "Device", "as_device", "dlpack", "dlpack_device", "from_dlpack", "get", "load",
-           "transfer"]
+__all__ = ["CPU", "Device", "as_device", "build_info", "dlpack", "dlpack_device", "from_dlpack",
+           "get", "load", "transfer"]

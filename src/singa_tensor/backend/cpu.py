@@ -34,6 +34,14 @@ def _preload_openblas() -> None:
         pass
 
 
+def _check_cpu() -> None:
+    from . import build_info, cpu_features
+
+    info = build_info()
+    cpu_features.check(info.cpu_baseline if info is not None else None)
+
+
+_check_cpu()
 _preload_openblas()
 from ._cpu_ffi import ffi, lib  # noqa: E402
 
