@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 import singa_tensor as st
+from singa_tensor._optional import missing
 from singa_tensor.dtype import as_dtype
 from singa_tensor.utils.data import TensorDataset
 
@@ -24,8 +25,7 @@ _N_FEATURES = 64
 def _digits_path() -> Path:
     spec = importlib.util.find_spec("sklearn")
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError(f"load_digits: the digits data ({_FILE}) comes with scikit-learn, "
-                          f"which is not installed (pip install scikit-learn)")
+        raise missing("sklearn", f"load_digits (its data file {_FILE} comes with scikit-learn)")
     path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / _FILE
     if not path.is_file():
         raise FileNotFoundError(f"load_digits: scikit-learn is installed but its data file "

@@ -38,7 +38,7 @@ def load():
         except ImportError as e:
             raise ImportError(
                 f"singa_tensor.distributed needs mpi4py and an MPI library: "
-                f"pip install mpi4py mpich ({e})"
+                f'pip install "singa_tensor[mpi]" (or pip install mpi4py mpich) ({e})'
             ) from None
         _MPI = MPI
     return _MPI

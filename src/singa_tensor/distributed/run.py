@@ -107,7 +107,8 @@ def build_command(argv: list[str]) -> tuple[list[str], dict, bool]:
         p.error(f"--hostfile {a.hostfile}: no such file")
     mpiexec = find_mpiexec()
     if mpiexec is None:
-        p.error("mpiexec not found: pip install mpi4py mpich (or put an MPI's mpiexec on PATH)")
+        p.error('mpiexec not found: pip install "singa_tensor[mpi]" (or pip install mpi4py '
+                "mpich, or put an MPI's mpiexec on PATH)")
     env = {}
     if a.servers is not None:
         env["SINGA_DIST_SERVERS"] = str(a.servers)

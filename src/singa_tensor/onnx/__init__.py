@@ -3,7 +3,8 @@
 `export(model, args, f)` traces one forward pass and writes an ONNX model; `load(f)` reads one
 back as a trainable `nn.Module`; `prepare(model).run(inputs)` is the `onnx.backend` interface
 (`Backend` runs the ONNX backend conformance tests). The `onnx` package is needed
-(`pip install onnx`); it is imported on first use.
+(`pip install "singa_tensor[onnx]"`); it is imported on first use, and each entry point says so
+when it is missing.
 
 Example:
     >>> import numpy as np
@@ -19,18 +20,15 @@ Example:
 
 from __future__ import annotations
 
+from .._optional import require
 from ._export import export
 from ._handlers import OnnxImportError
 
 _loaded = False
 
 
-def _onnx():
-    try:
-        import onnx
-    except ModuleNotFoundError:  # pragma: no cover - onnx is a dev dependency
-        raise ImportError("singa_tensor.onnx needs the onnx package: pip install onnx") from None
-    return onnx
+def _onnx(what: str = "singa_tensor.onnx"):
+    return require("onnx", what)
 
 
 def _ensure_handlers() -> None:
@@ -102,6 +100,7 @@ def load(model, outputs=None, device=None):
         >>> m(st.tensor([[1.0, -3.0]])).tolist()
         [[-1.0, -1.0]]
     """
+    _onnx("st.onnx.load")
     _ensure_handlers()
     from ._graph import OnnxModule
 
@@ -113,6 +112,7 @@ def load(model, outputs=None, device=None):
 
 def prepare(model, device: str = "CPU", **kwargs):
     """`onnx.backend` entry point: a BackendRep whose `run(inputs)` returns numpy outputs."""
+    _onnx("st.onnx.prepare")
     from ._backend import Backend
 
     return Backend.prepare(model, device, **kwargs)
@@ -120,10 +120,12 @@ def prepare(model, device: str = "CPU", **kwargs):
 
 def __getattr__(name):
     if name in ("Backend", "BackendRep"):
+        _onnx(f"st.onnx.{name}")
         from . import _backend
 
         return getattr(_backend, name)
     if name == "OnnxModule":
+        _onnx("st.onnx.OnnxModule")
         from ._graph import OnnxModule
 
         return OnnxModule

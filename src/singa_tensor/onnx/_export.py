@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import autograd as _ag
 from .. import dtype as _dt
+from .._optional import require
 from ..ops import _registry
 from ..tensor import Tensor
 
@@ -283,7 +284,7 @@ def export(model, args, f=None, opset_version: int = 17, input_names=None, outpu
         >>> [n.op_type for n in m.graph.node], sorted(i.name for i in m.graph.initializer)
         (['Gemm', 'Identity'], ['bias', 'weight'])
     """
-    import onnx
+    onnx = require("onnx", "st.onnx.export")
     from onnx import helper
 
     op = "onnx export"
