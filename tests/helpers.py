@@ -69,6 +69,40 @@ def assert_close(got, want, rtol=1e-5, atol=1e-6, equal_nan=True, msg=""):
                                atol=atol, equal_nan=equal_nan, err_msg=msg)
 
 
+def assert_ulp_close(got, want, ulps: float, dtype=None, msg: str = "") -> None:
+    """got within `ulps` units in the last place of want, element by element: |got - want|
+    (in float64) over the spacing of want rounded to `dtype`, by default the less precise of
+    the two float dtypes. NaN must meet NaN and an infinity the same infinity, as in
+    assert_array_equal. For results numpy or BLAS computes with CPU-dependent kernels
+    (transcendentals, sums, matrix products), where a bit-for-bit comparison holds on some
+    CPUs only; state at the call site why the bound is what it is."""
+    g, w = to_numpy(got), np.asarray(want)
+    assert g.shape == w.shape or w.ndim == 0, f"{msg}: shape {g.shape} != expected {w.shape}"
+    w = np.broadcast_to(w, g.shape)
+    if dtype is None:
+        floats = [d for d in (g.dtype, w.dtype) if d.kind == "f"]
+        assert floats, f"{msg}: ulps need a float dtype, got {g.dtype} and {w.dtype}"
+        dtype = max(floats, key=lambda d: np.finfo(d).eps)
+    with np.errstate(over="ignore"):  # where want overflows dtype, got must be infinite
+        rounded = w.astype(dtype)
+        spacing = np.array(np.spacing(np.abs(rounded)), dtype=np.float64)
+    finite = np.isfinite(rounded)
+    top = finite & np.isinf(spacing)  # above the largest finite value; take the gap below it
+    spacing[top] = np.spacing(np.nextafter(np.abs(rounded[top]), 0))
+    g64 = g.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.array(np.abs(g64 - w.astype(np.float64)) / spacing)
+    same = (g64 == rounded) | (np.isnan(g64) & np.isnan(rounded))
+    err[~finite] = np.where(same[~finite], 0.0, np.inf)
+    err[np.isnan(err)] = np.inf  # got is NaN or infinite where want is finite
+    if err.size and err.max() > ulps:
+        at = tuple(int(i) for i in np.unravel_index(int(np.argmax(err)), err.shape))
+        raise AssertionError(
+            f"{msg}: {int((err > ulps).sum())} of {err.size} elements further than {ulps} ulp "
+            f"({np.dtype(dtype).name}); the worst, {err[at]:.3g} ulp at index {at}: got "
+            f"{g[at]!r}, want {w[at]!r}")
+
+
 # ---- a stand-in CUDA device for machines without a GPU ----------------------------------------
 # backend/cuda.py runs unchanged on top of fakes: "device memory" is host memory, the kernels
 # are the CPU library's (the trailing stream argument is checked and dropped) or, with

@@ -10,10 +10,11 @@ import pytest
 
 import singa_tensor as st
 
-from .helpers import as_tensor, to_numpy
+from .helpers import as_tensor, assert_ulp_close, to_numpy
 
 MAX_ULP = 4.0
 _erf64 = np.vectorize(math.erf, otypes=[np.float64])
+_log64 = np.vectorize(math.log, otypes=[np.float64])
 
 
 def _softplus64(x):
@@ -50,13 +51,6 @@ def _inputs(dense: tuple[float, float], n: int = 250_000) -> np.ndarray:
                            dense_pts.astype(np.float32), near_one.astype(np.float32), SPECIALS])
 
 
-def _ulp_error(y: np.ndarray, ref: np.ndarray) -> np.ndarray:
-    ref32 = ref.astype(np.float32)
-    with np.errstate(over="ignore"):  # spacing(FLT_MAX) is inf: any finite error is 0 ulp
-        spacing = np.spacing(np.abs(ref32)).astype(np.float64)
-    return np.abs(y.astype(np.float64) - ref) / spacing
-
-
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_float32_within_4_ulp(name):
     fn, ref_fn, dense = OPS[name]
@@ -65,15 +59,9 @@ def test_float32_within_4_ulp(name):
     assert y.dtype == np.float32
     with np.errstate(all="ignore"):
         ref = ref_fn(x.astype(np.float64))
-        ref32 = ref.astype(np.float32)
-    finite = np.isfinite(ref32)
-    err = _ulp_error(y[finite], ref[finite])
-    worst = int(np.argmax(err))
-    assert err[worst] <= MAX_ULP, (
-        f"{name}: {err[worst]:.2f} ulp at x={x[finite][worst]!r}: got {y[finite][worst]!r}, "
-        f"want {ref[finite][worst]!r}")
-    # where float32 overflows or the result is nan, the kernel must agree exactly
-    np.testing.assert_array_equal(y[~finite], ref32[~finite])
+    # ulps of float32 against the unrounded float64 reference; where float32 overflows or the
+    # result is NaN, the kernel must agree exactly
+    assert_ulp_close(y, ref, MAX_ULP, dtype=np.float32, msg=name)
 
 
 @pytest.mark.parametrize("name", sorted(OPS))
@@ -111,12 +99,14 @@ def test_exact_gelu_float32_matches_erf_reference():
     ref = _gelu64(x.astype(np.float64))
     # for x < -1, 1 + erf cancels (in float64 too), so only an absolute bound is meaningful there
     right = x >= -1.0
-    assert _ulp_error(y[right], ref[right]).max() <= MAX_ULP
+    assert_ulp_close(y[right], ref[right], MAX_ULP, dtype=np.float32, msg="gelu")
     assert np.max(np.abs(y - ref) / np.maximum(np.abs(x), 1.0)) < 2e-7
 
 
 def test_float64_keeps_libm_accuracy():
+    # against the math module's libm calls, not numpy's log, whose kernel differs per CPU: a
+    # libm log is within an ulp of exact (glibc's 0.52, CUDA's 1) and erf within two (CUDA),
+    # so two of them differ by at most 2 and 3 ulps
     x = np.linspace(1e-3, 50.0, 10_001)
-    np.testing.assert_allclose(to_numpy(st.log(as_tensor(x))), np.log(x), rtol=1e-15)
-    np.testing.assert_allclose(to_numpy(st.erf(as_tensor(x - 25.0))), _erf64(x - 25.0),
-                               rtol=1e-15)
+    assert_ulp_close(st.log(as_tensor(x)), _log64(x), 2, msg="log")
+    assert_ulp_close(st.erf(as_tensor(x - 25.0)), _erf64(x - 25.0), 3, msg="erf")
