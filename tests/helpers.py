@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import zlib
 
 import numpy as np
 
@@ -37,11 +38,65 @@ def device_problem() -> str | None:
     return None
 
 
-def as_tensor(a, requires_grad: bool = False):
-    """A tensor on the device under test holding numpy array a (dtype kept)."""
+def as_tensor(a, requires_grad: bool = False, device: str | None = None):
+    """A tensor holding numpy array a (dtype kept), on device (by default the device under
+    test)."""
     a = np.asarray(a)
     return st.tensor(a, dtype=st.dtype.from_numpy_dtype(a.dtype) if a.dtype != np.bool_
-                     else st.bool, device=DEVICE, requires_grad=requires_grad)
+                     else st.bool, device=device or DEVICE, requires_grad=requires_grad)
+
+
+def spec_inputs(spec, *, dtype="float64", for_grad: bool = False,
+                prefer_samples: bool = False) -> list[tuple[tuple, dict]]:
+    """Argument sets (args, kwargs) for the registry op spec, arrays as numpy, the float ones
+    in dtype ("bool": the positive values are True, so both truth values occur).
+
+    A unary, binary or reduce op gets values drawn in its domain (b_domain for a binary op's
+    second operand), seeded by its name: a 2x3 and a 0-d input; a broadcast against a row and
+    an outer broadcast; a reduction over one dim, over all, and over two with keepdim. Other
+    ops, and with prefer_samples those that declare them, get spec.samples(). for_grad draws
+    from grad_domain, within [-3, 3], where float64 finite differences hold."""
+    if spec.kind in ("unary", "binary", "reduce") and not (prefer_samples and spec.samples()):
+        sets = _generated_inputs(spec, for_grad)
+    else:
+        sets = spec.samples()
+    dtype = np.dtype(dtype)
+
+    def cast(a):
+        if not isinstance(a, np.ndarray) or a.dtype.kind != "f":
+            return a
+        return np.asarray(a > 0) if dtype == np.bool_ else a.astype(dtype)  # 0-d stays an array
+
+    return [(tuple(cast(a) for a in args), kwargs) for args, kwargs in sets]
+
+
+def _generated_inputs(spec, for_grad: bool) -> list[tuple[tuple, dict]]:
+    rng = np.random.default_rng(zlib.crc32(spec.name.encode()))
+    lo, hi = spec.domain
+    if for_grad:
+        lo, hi = spec.grad_domain or spec.domain
+        lo, hi = max(lo, -3.0), min(hi, 3.0)
+    b_lo, b_hi = getattr(spec, "b_domain", None) or (lo, hi)
+
+    def a(shape):
+        return rng.uniform(lo, hi, size=shape)
+
+    def b(shape):
+        return rng.uniform(b_lo, b_hi, size=shape)
+
+    if spec.kind == "unary":
+        return [((a((2, 3)),), {}), ((a(()),), {})]
+    if spec.kind == "binary":
+        return [((a((2, 3)), b((3,))), {}), ((a((2, 1)), b((1, 3))), {})]
+    return [((a((2, 3, 2)),), {"dim": 1}), ((a((3, 2)),), {"dim": None}),
+            ((a((2, 3, 2)),), {"dim": (0, 2), "keepdim": True})]
+
+
+def spec_tensors(args, *, requires_grad: bool = False, device: str | None = None) -> list:
+    """args with each numpy array made a tensor on device (by default the device under test);
+    with requires_grad the float ones require grad."""
+    return [as_tensor(a, requires_grad=requires_grad and a.dtype.kind == "f", device=device)
+            if isinstance(a, np.ndarray) else a for a in args]
 
 
 def to_numpy(t) -> np.ndarray:

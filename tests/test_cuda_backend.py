@@ -195,40 +195,8 @@ def test_memory_statistics_track_live_tensors(cuda):
 # ---- every op on both devices -----------------------------------------------------------------
 
 
-def _inputs(spec):
-    rng = np.random.default_rng(zlib.crc32(spec.name.encode()))
-    lo, hi = spec.grad_domain or spec.domain
-    lo, hi = max(lo, -3.0), min(hi, 3.0)
-
-    def vals(shape):
-        return rng.uniform(lo, hi, size=shape)
-
-    if spec.kind == "unary":
-        return [((vals((2, 3)),), {}), ((vals(()),), {})]
-    if spec.kind == "binary":
-        b_lo, b_hi = getattr(spec, "b_domain", None) or (lo, hi)
-        return [((vals((2, 3)), rng.uniform(b_lo, b_hi, (3,))), {}),
-                ((vals((2, 1)), rng.uniform(b_lo, b_hi, (1, 3))), {})]
-    if spec.kind == "reduce" and not spec.samples():
-        return [((vals((2, 3, 2)),), {"dim": 1}), ((vals((3, 2)),), {"dim": None})]
-    return spec.samples()
-
-
 def _work_dtype(spec):
     return "float64" if "float64" in spec.dtypes else spec.dtypes[0]
-
-
-def _to_tensors(args, device, dtype, requires_grad):
-    out = []
-    for a in args:
-        if isinstance(a, np.ndarray):
-            if a.dtype.kind == "f":
-                a = a > 0 if dtype == "bool" else a.astype(dtype)
-            out.append(st.tensor(a, device=device,
-                                 requires_grad=requires_grad and a.dtype.kind == "f"))
-        else:
-            out.append(a)
-    return out
 
 
 def _outputs(out):
@@ -236,19 +204,22 @@ def _outputs(out):
     return [o for o in outs if isinstance(o, st.Tensor)]
 
 
-PARITY = sorted((s for s in REGISTRY.values() if s.name != "to_device" and _inputs(s)),
-                key=lambda s: s.name)
+PARITY = sorted((s for s in REGISTRY.values()
+                 if s.name != "to_device" and helpers.spec_inputs(s)), key=lambda s: s.name)
 
 
 @pytest.mark.parametrize("spec", PARITY, ids=[s.name for s in PARITY])
 def test_every_op_matches_cpu(cuda, spec):
     dtype = _work_dtype(spec)
     grad = spec.differentiable and dtype == "float64"
-    for args, kwargs in _inputs(spec):
+    # gradients are compared too, so the values are those of the gradient checks; the
+    # reductions' own samples cover more dim and keepdim forms than the generated ones
+    for args, kwargs in helpers.spec_inputs(spec, dtype=dtype, for_grad=True,
+                                            prefer_samples=True):
         results = []
         for device in ("cpu", cuda):
             st.manual_seed(0)
-            ts = _to_tensors(args, device, dtype, grad)
+            ts = helpers.spec_tensors(args, requires_grad=grad, device=device)
             outs = _outputs(spec.fn(*ts, **kwargs))
             grads = []
             diff = [o for o in outs if o.requires_grad]

@@ -12,20 +12,9 @@ from hypothesis import strategies as hs
 import singa_tensor as st
 from singa_tensor.ops import REGISTRY
 
-from .helpers import DERANDOMIZE, as_tensor
+from .helpers import DERANDOMIZE, as_tensor, spec_inputs, spec_tensors
 
 ALLOWED = (ValueError, TypeError, IndexError, RuntimeError, ZeroDivisionError, MemoryError)
-
-
-def _base_samples(spec):
-    r = np.random.default_rng(0)
-    if spec.kind == "unary":
-        return [((r.standard_normal((2, 3)),), {})]
-    if spec.kind == "binary":
-        return [((r.standard_normal((2, 3)), r.standard_normal((3,))), {})]
-    if spec.kind == "reduce":
-        return [((r.standard_normal((2, 3)),), {"dim": 1})]
-    return spec.samples()
 
 
 def _public_fn(spec):
@@ -39,7 +28,7 @@ def _public_fn(spec):
 
 
 SPECS = [s for s in sorted(REGISTRY.values(), key=lambda s: s.name)
-         if _public_fn(s) is not None and s.name != "to_device" and _base_samples(s)]
+         if _public_fn(s) is not None and s.name != "to_device" and spec_inputs(s)]
 
 
 def _mangle(draw, value):
@@ -82,16 +71,12 @@ def _mangle(draw, value):
     return value
 
 
-def _prepare(args):
-    return [as_tensor(a) if isinstance(a, np.ndarray) else a for a in args]
-
-
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
 @settings(max_examples=15, deadline=None, derandomize=DERANDOMIZE,
           suppress_health_check=[HealthCheck.too_slow])
 @given(data=hs.data())
 def test_mangled_arguments_never_crash(spec, data):
-    args, kwargs = data.draw(hs.sampled_from(_base_samples(spec)))
+    args, kwargs = data.draw(hs.sampled_from(spec_inputs(spec)))
     args = list(args)
     n_mangle = data.draw(hs.integers(1, max(1, len(args))))
     for _ in range(n_mangle):
@@ -101,7 +86,7 @@ def test_mangled_arguments_never_crash(spec, data):
         args[i] = _mangle(data.draw, args[i])
     kwargs = {k: _mangle(data.draw, v) for k, v in kwargs.items()}
     try:
-        out = _public_fn(spec)(*_prepare(args), **kwargs)
+        out = _public_fn(spec)(*spec_tensors(args), **kwargs)
     except ALLOWED as e:
         assert str(e), f"{spec.name} raised {type(e).__name__} without a message"
         return

@@ -9,7 +9,6 @@ anything else provides `samples()`.
 from __future__ import annotations
 
 import warnings
-import zlib
 
 import numpy as np
 import pytest
@@ -20,7 +19,15 @@ from hypothesis.extra import numpy as hnp
 import singa_tensor as st
 from singa_tensor.ops import REGISTRY
 
-from .helpers import DERANDOMIZE, DEVICE, as_tensor, assert_close, to_numpy
+from .helpers import (
+    DERANDOMIZE,
+    DEVICE,
+    as_tensor,
+    assert_close,
+    spec_inputs,
+    spec_tensors,
+    to_numpy,
+)
 
 SPECS = sorted(REGISTRY.values(), key=lambda s: s.name)
 settings.register_profile(
@@ -182,25 +189,12 @@ def test_reduce_forward(spec, data):
     _compare(spec, got, want, dtype)
 
 
-def _sample_tensors(args, requires_grad=False, dtype=None):
-    out = []
-    for a in args:
-        if isinstance(a, np.ndarray):
-            arr = a.astype(dtype) if (dtype is not None and a.dtype.kind == "f") else a
-            out.append(as_tensor(arr, requires_grad=requires_grad and arr.dtype.kind == "f"))
-        else:
-            out.append(a)
-    return out
-
-
 @pytest.mark.parametrize("spec", CUSTOM, ids=_ids(CUSTOM))
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_custom_forward(spec, dtype):
-    for args, kwargs in spec.samples():
-        got = spec.fn(*_sample_tensors(args, dtype=dtype), **kwargs)
-        np_args = [a.astype(dtype) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
-                   for a in args]
-        want = _call(spec, *np_args, **kwargs)
+    for args, kwargs in spec_inputs(spec, dtype=dtype):
+        got = spec.fn(*spec_tensors(args), **kwargs)
+        want = _call(spec, *args, **kwargs)
         if isinstance(want, tuple):
             for g, w in zip(got, want):
                 _compare(spec, g, w, dtype)
@@ -211,26 +205,6 @@ def test_custom_forward(spec, dtype):
 # ---- gradients ----------------------------------------------------------------------------------
 
 
-def _grad_inputs(spec):
-    """Small float64 argument sets for finite differences."""
-    rng = np.random.default_rng(zlib.crc32(spec.name.encode()))
-    lo, hi = spec.grad_domain or spec.domain
-    lo, hi = max(lo, -3.0), min(hi, 3.0)
-
-    def vals(shape, dom=(lo, hi)):
-        return rng.uniform(dom[0], dom[1], size=shape)
-
-    if spec.kind == "unary":
-        return [((vals((2, 3)),), {}), ((vals(()),), {})]
-    if spec.kind == "binary":
-        b_dom = getattr(spec, "b_domain", None) or (lo, hi)
-        return [((vals((2, 3)), vals((3,), b_dom)), {}), ((vals((2, 1)), vals((1, 3), b_dom)), {})]
-    if spec.kind == "reduce":
-        return [((vals((2, 3, 2)),), {"dim": 1}), ((vals((3, 2)),), {"dim": None}),
-                ((vals((2, 3, 2)),), {"dim": (0, 2), "keepdim": True})]
-    return spec.samples()
-
-
 DIFF = [s for s in SPECS if s.differentiable and not s.name.startswith("_")
         and "float64" in s.dtypes and (s.kind != "custom" or s.samples())]
 TWICE = [s for s in DIFF if s.twice_differentiable]
@@ -238,8 +212,8 @@ TWICE = [s for s in DIFF if s.twice_differentiable]
 
 @pytest.mark.parametrize("spec", DIFF, ids=_ids(DIFF))
 def test_gradcheck(spec):
-    for args, kwargs in _grad_inputs(spec):
-        tensors = _sample_tensors(args, requires_grad=True, dtype=np.float64)
+    for args, kwargs in spec_inputs(spec, for_grad=True):
+        tensors = spec_tensors(args, requires_grad=True)
         def call(*ts, kwargs=kwargs):
             return spec.fn(*ts, **kwargs)
 
@@ -248,8 +222,8 @@ def test_gradcheck(spec):
 
 @pytest.mark.parametrize("spec", TWICE, ids=_ids(TWICE))
 def test_gradgradcheck(spec):
-    args, kwargs = _grad_inputs(spec)[0]
-    tensors = _sample_tensors(args, requires_grad=True, dtype=np.float64)
+    args, kwargs = spec_inputs(spec, for_grad=True)[0]
+    tensors = spec_tensors(args, requires_grad=True)
     assert st.autograd.gradgradcheck(lambda *ts: spec.fn(*ts, **kwargs), tensors, atol=1e-4,
                                      rtol=1e-3)
 

@@ -13,6 +13,8 @@ import singa_tensor as st
 from singa_tensor import nn
 from singa_tensor.ops import REGISTRY
 
+from ..helpers import spec_inputs
+
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
@@ -299,18 +301,6 @@ def test_bad_arguments():
 # ---- every op with an ONNX form, through its registry samples ------------------------------------
 
 
-def _spec_samples(spec):
-    if spec.kind == "unary":
-        lo, hi = spec.domain
-        x = np.random.default_rng(0).uniform(lo, hi, (2, 3))
-        return [((x,), {})]
-    if spec.kind == "binary":
-        r = np.random.default_rng(1)
-        lo, hi = getattr(spec, "b_domain", None) or spec.domain
-        return [((r.uniform(*spec.domain, (2, 3)), r.uniform(lo, hi, (3,))), {})]
-    return spec.samples()
-
-
 EXPORTABLE = sorted((s for s in REGISTRY.values() if s.onnx is not None), key=lambda s: s.name)
 
 
@@ -333,14 +323,14 @@ MISSING: set = set()
 def test_registry_op_exports(spec):
     if spec.name in MISSING:
         pytest.xfail(f"{spec.name}: ONNX form not written yet")
-    samples = _spec_samples(spec)
+    # float32, the dtype ONNX models carry; the reductions' samples cover their dim forms
+    samples = spec_inputs(spec, dtype="float32", prefer_samples=True)
     if not samples:
         pytest.skip(f"{spec.name} has no samples")
     for args, kwargs in samples:
         feeds, consts, tensors = {}, [], []
         for a in args:
-            if isinstance(a, np.ndarray) and a.dtype != object:
-                a = a.astype(np.float32) if a.dtype == np.float64 else a
+            if isinstance(a, np.ndarray):
                 consts.append(None)
                 tensors.append(st.tensor(a))
                 feeds[f"input_{len(feeds)}"] = a
