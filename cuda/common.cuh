@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "extra.h"
+#include "singa_tensor/dtypes.h"
 #include "singa_tensor/functors.h"
 #include "singa_tensor/singa_tensor.h"
 

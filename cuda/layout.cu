@@ -83,13 +83,6 @@ extern "C" {
   }
 ST_WIDTH_TYPES(ST_DEF_COPY, _)
 
-#define ST_TAG_f32 float
-#define ST_TAG_f64 double
-#define ST_TAG_f16 st::F16
-#define ST_TAG_bf16 st::BF16
-#define ST_TAG_i32 int32_t
-#define ST_TAG_i64 int64_t
-#define ST_TAG_u8 uint8_t
 #define ST_DEF_CAST_TO(dsfx, D, ssfx, S)                                         \
   void st_cast_##ssfx##_##dsfx(const S* x, D* y, int64_t n, void* stream) {      \
     st::cuda::cast<ST_TAG_##ssfx, ST_TAG_##dsfx>(x, y, n, stream);               \

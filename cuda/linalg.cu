@@ -8,21 +8,6 @@ namespace st {
 namespace cuda {
 namespace {
 
-// floats accumulate in their own type (as BLAS does); integers in the unsigned type of their
-// width, so products and sums wrap as on the CPU without signed-overflow UB
-template <class T>
-struct GemmAcc {
-  using type = T;
-};
-template <>
-struct GemmAcc<int32_t> {
-  using type = uint32_t;
-};
-template <>
-struct GemmAcc<int64_t> {
-  using type = uint64_t;
-};
-
 // a block computes a kBM x kBN tile of C, 16 x 16 threads each owning a 4 x 4 grid of it (rows
 // ty + 16 i, columns tx + 16 j, so shared-memory reads of a warp hit distinct banks), stepping
 // through k kBK at a time
@@ -35,7 +20,8 @@ __global__ void __launch_bounds__(kThreads)
     gemm_kernel(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
                 int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc, int64_t batch,
                 int64_t stride_a, int64_t stride_b, int64_t stride_c) {
-  using A = typename GemmAcc<T>::type;
+  // floats accumulate in their own type (as BLAS does), integers wrapping (dtypes.h) as on the CPU
+  using A = Wrap<T>;
   __shared__ T as[kBK][kBM + 1];  // op(A) tile, k-major; +1 spreads the transposing stores
   __shared__ T bs[kBK][kBN + 1];
   const int tid = int(threadIdx.x), tx = tid % kSide, ty = tid / kSide;

@@ -28,42 +28,13 @@ ST_HD bool finite(T x) {
   return x - x == T(0);  // false for +-inf and NaN
 }
 
-// starting values of max and min: infinities for floats, so a line of infinities reduces to
-// itself (as on the CPU), the type's limits for integers
-template <class T>
-ST_HD T lowest_value() {
-  if constexpr (std::is_floating_point<T>::value) return T(-INFINITY);
-  if constexpr (std::is_same<T, int32_t>::value) return INT32_MIN;
-  if constexpr (std::is_same<T, int64_t>::value) return INT64_MIN;
-  return T(0);
-}
-template <class T>
-ST_HD T highest_value() {
-  if constexpr (std::is_floating_point<T>::value) return T(INFINITY);
-  if constexpr (std::is_same<T, int32_t>::value) return INT32_MAX;
-  if constexpr (std::is_same<T, int64_t>::value) return INT64_MAX;
-  return T(UINT8_MAX);
-}
-
 // Sums and products accumulate floats in double (free next to the memory traffic, and the CPU
-// sums in double too) and integers in the unsigned type of their width, so overflow wraps as on
-// the CPU without signed-overflow UB; u8 in 32 bits, truncated at the end (the same modulo 256).
+// sums in double too) and integers wrapping (Wrap, dtypes.h) as on the CPU; u8 in 32 bits,
+// truncated at the end (the same modulo 256).
 template <class T>
-struct Wide {
-  using type = double;
-};
-template <>
-struct Wide<int32_t> {
-  using type = uint32_t;
-};
-template <>
-struct Wide<int64_t> {
-  using type = uint64_t;
-};
-template <>
-struct Wide<uint8_t> {
-  using type = uint32_t;
-};
+using Wide = std::conditional_t<std::is_floating_point<T>::value, double,
+                                std::conditional_t<std::is_same<T, uint8_t>::value, uint32_t,
+                                                   Wrap<T>>>;
 
 // shuffles of any trivially copyable state, 32 bits at a time
 template <class S>
@@ -183,8 +154,8 @@ struct SimpleOp {  // ops whose accumulator is their state
 };
 
 template <class T>
-struct SumOp : SimpleOp<T, SumOp<T>, typename Wide<T>::type> {
-  using A = typename Wide<T>::type;
+struct SumOp : SimpleOp<T, SumOp<T>, Wide<T>> {
+  using A = Wide<T>;
   using Out = T;
   ST_HD A identity() const { return A(0); }
   ST_HD void step(A& l, T v, int64_t) const { l = A(l + A(v)); }
@@ -195,8 +166,8 @@ struct SumOp : SimpleOp<T, SumOp<T>, typename Wide<T>::type> {
 // a product's rounding depends on its order; in double for float32 the difference is far below
 // float32 resolution, and wrapping integer products do not depend on it at all
 template <class T>
-struct ProdOp : SimpleOp<T, ProdOp<T>, typename Wide<T>::type> {
-  using A = typename Wide<T>::type;
+struct ProdOp : SimpleOp<T, ProdOp<T>, Wide<T>> {
+  using A = Wide<T>;
   using Out = T;
   ST_HD A identity() const { return A(1); }
   ST_HD void step(A& l, T v, int64_t) const { l = A(l * A(v)); }
@@ -812,22 +783,7 @@ void softmax_family(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, v
 }
 
 // ---- scans ----------------------------------------------------------------------------------------
-// Integers scan in their unsigned twin so that overflow wraps as on the CPU.
-template <class T>
-struct ScanAccOf {
-  using type = T;
-};
-template <>
-struct ScanAccOf<int32_t> {
-  using type = uint32_t;
-};
-template <>
-struct ScanAccOf<int64_t> {
-  using type = uint64_t;
-};
-template <class T>
-using ScanAcc = typename ScanAccOf<T>::type;
-
+// Integers scan wrapping (Wrap, dtypes.h), as on the CPU.
 template <class A, bool kProd>
 __device__ __forceinline__ A scan_op(A a, A b) {
   return kProd ? A(a * b) : A(a + b);
@@ -837,7 +793,7 @@ __device__ __forceinline__ A scan_op(A a, A b) {
 template <class T, bool kProd>
 __global__ void __launch_bounds__(kThreads)
     scan_rows(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t n) {
-  using A = ScanAcc<T>;
+  using A = Wrap<T>;
   const int lane = int(threadIdx.x) & 31;
   const int64_t warps = int64_t(gridDim.x) * (kThreads / 32);
   for (int64_t row = thread_index() / 32; row < outer; row += warps) {
@@ -863,7 +819,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class T, bool kProd>
 __global__ void __launch_bounds__(kThreads)
     scan_cols(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t n, int64_t inner) {
-  using A = ScanAcc<T>;
+  using A = Wrap<T>;
   const int64_t lines = outer * inner;
   for (int64_t j = thread_index(); j < lines; j += thread_count()) {
     const int64_t off = (j / inner) * n * inner + j % inner;

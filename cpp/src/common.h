@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "singa_tensor/dtypes.h"
 #include "singa_tensor/functors.h"
 #include "singa_tensor/singa_tensor.h"
 

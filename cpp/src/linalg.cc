@@ -43,18 +43,18 @@ void gemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, double alpha,
       blas::gemm(ta, tb, m, n, k, T(alpha), a + p * sa, lda, b + p * sb, ldb, T(beta),
                  c + p * sc, ldc);
   } else {
-    const T ia = T(alpha), ib = T(beta);
+    using A = Wrap<T>;  // products and sums wrap on overflow (dtypes.h), as on CUDA
+    const A ia = A(T(alpha)), ib = A(T(beta));
     parallel_for(batch * m, n * k, [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r) {
         int64_t p = r / m, i = r % m;
         T* crow = c + p * sc + i * ldc;
-        for (int64_t j = 0; j < n; ++j) crow[j] = ib == 0 ? T(0) : T(ib * crow[j]);
+        for (int64_t j = 0; j < n; ++j) crow[j] = ib == 0 ? T(0) : T(ib * A(crow[j]));
         for (int64_t q = 0; q < k; ++q) {
-          T av = ta ? a[p * sa + q * lda + i] : a[p * sa + i * lda + q];
-          av = T(av * ia);
+          const A av = A(ta ? a[p * sa + q * lda + i] : a[p * sa + i * lda + q]) * ia;
           const T* bp = b + p * sb;
           for (int64_t j = 0; j < n; ++j)
-            crow[j] = T(crow[j] + av * (tb ? bp[j * ldb + q] : bp[q * ldb + j]));
+            crow[j] = T(A(crow[j]) + av * A(tb ? bp[j * ldb + q] : bp[q * ldb + j]));
         }
       }
     });

@@ -6,34 +6,20 @@
 namespace st {
 namespace {
 
-template <class T>
-struct Acc {  // accumulate floats in double-free blocks, integers in int64
-  using type = typename std::conditional<std::is_floating_point<T>::value, T, int64_t>::type;
-};
-
+// Integer sums and products wrap on overflow (Wrap, dtypes.h), in the reductions and the scans
+// alike, as on CUDA.
 struct SumOp {
   template <class T>
   static T init() { return T(0); }
   template <class T>
-  static T step(T a, T b) { return a + b; }
+  static T step(T a, T b) { return T(Wrap<T>(a) + Wrap<T>(b)); }
 };
 struct ProdOp {
   template <class T>
   static T init() { return T(1); }
   template <class T>
-  static T step(T a, T b) { return a * b; }
+  static T step(T a, T b) { return T(Wrap<T>(a) * Wrap<T>(b)); }
 };
-// floats start from -inf/+inf (not lowest()/max()) so a line of infinities reduces to itself
-template <class T>
-T lowest_value() {
-  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
-  return std::numeric_limits<T>::lowest();
-}
-template <class T>
-T highest_value() {
-  if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
-  return std::numeric_limits<T>::max();
-}
 
 // NaN wins, then the first of equal values; written as selects (no branch on the data) so the
 // loops below vectorise: once a lane holds NaN no comparison with it is true and it stays
@@ -72,7 +58,7 @@ T row_sum(const T* x, int64_t n) {
     return T(total);
   } else {
     T s = 0;
-    for (int64_t i = 0; i < n; ++i) s = T(s + x[i]);
+    for (int64_t i = 0; i < n; ++i) s = SumOp::step(s, x[i]);
     return s;
   }
 }
@@ -515,7 +501,7 @@ void scan(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
     T* q = y + off;
     T a = kProd ? T(1) : T(0);
     for (int64_t k = 0; k < n; ++k) {
-      a = kProd ? T(a * p[k * s]) : T(a + p[k * s]);
+      a = kProd ? ProdOp::step(a, p[k * s]) : SumOp::step(a, p[k * s]);
       q[k * s] = a;
     }
   });
