@@ -10,6 +10,7 @@
 #include "extra.h"
 #include "singa_tensor/dtypes.h"
 #include "singa_tensor/functors.h"
+#include "singa_tensor/shapes.h"
 #include "singa_tensor/singa_tensor.h"
 
 // Records cudaGetLastError() (if any) as the thread's pending error, which Python reads through
@@ -22,7 +23,6 @@ bool st_cuda_check(cudaError_t e);
 namespace st {
 namespace cuda {
 
-constexpr int kMaxDims = 32;  // MAX_DIMS in tensor.py
 constexpr int kThreads = 256;
 
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
@@ -55,40 +55,15 @@ void launch_1d(void (*kernel)(KArgs...), int64_t n, void* stream, Args... args) 
   st_cuda_check_launch();
 }
 
-// A strided layout over K operands broadcast to one shape, built on the host from the host
-// shape/stride arrays and passed to kernels by value. Adjacent dims are merged where every
-// operand allows (as the CPU's Strided does), so most broadcasts index through one or two dims.
+// The merged layout of shapes.h (most broadcasts index through one or two dims), built on the
+// host and passed to kernels by value, with the unravelling of a position on the device.
 template <int K>
-struct StridedIndexer {
-  int nd;
-  int64_t numel;
-  int64_t shape[kMaxDims];
-  int64_t stride[K][kMaxDims];
-
-  StridedIndexer(int ndim, const int64_t* shp, const int64_t* const* strides) : nd(0), numel(1) {
-    for (int d = 0; d < ndim; ++d) {
-      numel *= shp[d];
-      if (shp[d] == 1) continue;  // size-1 dims carry no information
-      bool merge = nd > 0;
-      for (int k = 0; k < K && merge; ++k) merge = stride[k][nd - 1] == strides[k][d] * shp[d];
-      if (merge) {
-        shape[nd - 1] *= shp[d];
-        for (int k = 0; k < K; ++k) stride[k][nd - 1] = strides[k][d];
-      } else {
-        shape[nd] = shp[d];
-        for (int k = 0; k < K; ++k) stride[k][nd] = strides[k][d];
-        ++nd;
-      }
-    }
-    if (nd == 0) {  // a scalar
-      nd = 1;
-      shape[0] = 1;
-      for (int k = 0; k < K; ++k) stride[k][0] = 0;
-    }
-  }
-
-  // true when operand k walks memory contiguously in the merged layout
-  bool contiguous(int k) const { return nd == 1 && stride[k][0] == 1; }
+struct StridedIndexer : MergedStrides<K> {
+  using Base = MergedStrides<K>;
+  using Base::Base;
+  using Base::nd;
+  using Base::shape;
+  using Base::stride;
 
   // element offsets of the operands at row-major position i; I is the index type of the
   // unravelling (uint32_t when numel fits: 32-bit divisions are several times cheaper)
@@ -106,15 +81,6 @@ struct StridedIndexer {
     }
   }
 };
-
-// Row-major (contiguous) strides of a shape, for the output operand of a broadcast.
-inline void contiguous_strides(int ndim, const int64_t* shape, int64_t* out) {
-  int64_t acc = 1;
-  for (int d = ndim - 1; d >= 0; --d) {
-    out[d] = acc;
-    acc *= shape[d];
-  }
-}
 
 // 16-byte vectors for the contiguous fast paths: one load or store instruction per vector.
 template <class T>

@@ -8,10 +8,6 @@ namespace {
 using cuda::thread_count;
 using cuda::thread_index;
 
-struct Geometry {
-  int64_t c, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow;
-};
-
 // One thread per element of cols [B, C*kh*kw, OH*OW].
 template <class T>
 __global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ cols, int64_t total,

@@ -9,11 +9,11 @@
 
 #include "singa_tensor/dtypes.h"
 #include "singa_tensor/functors.h"
+#include "singa_tensor/shapes.h"
 #include "singa_tensor/singa_tensor.h"
 
 namespace st {
 
-constexpr int kMaxDims = 32;  // MAX_DIMS in tensor.py
 // below this many elements a kernel runs on one thread: forking costs more than it saves
 constexpr int64_t kGrain = 1 << 15;
 
@@ -41,39 +41,15 @@ void parallel_for(int64_t n, int64_t cost_per_item, F&& body) {
   }
 }
 
-// A strided layout over K operands, with adjacent dimensions merged where every operand allows.
+// The merged layout of shapes.h, walked a row at a time.
 template <int K>
-struct Strided {
-  int nd = 0;
-  int64_t shape[kMaxDims];
-  int64_t stride[K][kMaxDims];
-  int64_t numel = 1;
-
-  Strided(int ndim, const int64_t* shp, const int64_t* const* strides) {
-    for (int d = 0; d < ndim; ++d) {
-      if (shp[d] == 1) continue;  // size-1 dims carry no information
-      numel *= shp[d];
-      bool merge = nd > 0;
-      for (int k = 0; k < K && merge; ++k)
-        merge = stride[k][nd - 1] == strides[k][d] * shp[d];
-      if (merge) {
-        shape[nd - 1] *= shp[d];
-        for (int k = 0; k < K; ++k) stride[k][nd - 1] = strides[k][d];
-      } else {
-        shape[nd] = shp[d];
-        for (int k = 0; k < K; ++k) stride[k][nd] = strides[k][d];
-        ++nd;
-      }
-      if (shp[d] == 0) numel = 0;
-    }
-    for (int d = 0; d < ndim; ++d)
-      if (shp[d] == 0) numel = 0;
-    if (nd == 0) {  // a scalar
-      nd = 1;
-      shape[0] = 1;
-      for (int k = 0; k < K; ++k) stride[k][0] = 0;
-    }
-  }
+struct Strided : MergedStrides<K> {
+  using Base = MergedStrides<K>;
+  using Base::Base;
+  using Base::nd;
+  using Base::numel;
+  using Base::shape;
+  using Base::stride;
 
   // Calls row(offsets[K], len, inner_strides[K]) for every innermost row, rows split over threads.
   template <class F>

@@ -6,10 +6,6 @@
 namespace st {
 namespace {
 
-struct Geometry {
-  int64_t c, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow;
-};
-
 // cols row r = (ch, i, j) holds, for every output position, the input value that kernel tap
 // (i, j) of channel ch sees there
 // The output columns [first, last) at which kernel column j reads inside the input row: the

@@ -21,11 +21,7 @@ void binary(const T* a, const T* b, R* out, int ndim, const int64_t* shape, cons
             const int64_t* sb) {
   F f;
   int64_t so[kMaxDims];
-  int64_t acc = 1;
-  for (int d = ndim - 1; d >= 0; --d) {
-    so[d] = acc;
-    acc *= shape[d];
-  }
+  contiguous_strides(ndim, shape, so);
   const int64_t* strides[3] = {so, sa, sb};
   Strided<3> it(ndim, shape, strides);
   it.for_each_row([&](const int64_t* off, int64_t len, const int64_t* st) {
@@ -53,11 +49,7 @@ template <class T>
 void where(const uint8_t* c, const T* a, const T* b, T* out, int ndim, const int64_t* shape,
            const int64_t* sc, const int64_t* sa, const int64_t* sb) {
   int64_t so[kMaxDims];
-  int64_t acc = 1;
-  for (int d = ndim - 1; d >= 0; --d) {
-    so[d] = acc;
-    acc *= shape[d];
-  }
+  contiguous_strides(ndim, shape, so);
   const int64_t* strides[4] = {so, sc, sa, sb};
   Strided<4> it(ndim, shape, strides);
   it.for_each_row([&](const int64_t* off, int64_t len, const int64_t* st) {
