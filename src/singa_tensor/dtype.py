@@ -14,9 +14,10 @@ class DType:
         (True, 8)
     """
 
-    __slots__ = ("name", "suffix", "np", "storage", "itemsize", "is_floating_point", "rank")
+    __slots__ = ("name", "suffix", "np", "storage", "itemsize", "is_floating_point", "rank",
+                 "ctype", "width_suffix")
 
-    def __init__(self, name: str, suffix: str, np_dtype, storage, rank: int):
+    def __init__(self, name: str, suffix: str, np_dtype, storage, rank: int, ctype: str):
         self.name = name
         self.suffix = suffix  # kernel symbol suffix: st_<op>_<suffix>
         self.np = np.dtype(np_dtype) if np_dtype is not None else None  # numpy value type
@@ -24,6 +25,11 @@ class DType:
         self.itemsize = self.storage.itemsize
         self.is_floating_point = suffix in ("f16", "bf16", "f32", "f64")
         self.rank = rank  # position in the promotion lattice
+        # the C type of one stored element as the kernel ABI declares it (the 16-bit floats
+        # as their raw bits), for the backends' cffi buffer and pointer types
+        self.ctype = ctype
+        # suffix of the layout-only kernels (st_copy_<width_suffix>), which move raw bits
+        self.width_suffix = f"b{8 * self.itemsize}"
 
     def __repr__(self) -> str:
         return f"singa_tensor.{self.name}"
@@ -32,13 +38,13 @@ class DType:
         return (_by_name, (self.name,))
 
 
-bool_ = DType("bool", "u8", np.bool_, np.uint8, 0)
-int32 = DType("int32", "i32", np.int32, np.int32, 1)
-int64 = DType("int64", "i64", np.int64, np.int64, 2)
-float16 = DType("float16", "f16", np.float16, np.float16, 3)
-bfloat16 = DType("bfloat16", "bf16", None, np.uint16, 3)
-float32 = DType("float32", "f32", np.float32, np.float32, 4)
-float64 = DType("float64", "f64", np.float64, np.float64, 5)
+bool_ = DType("bool", "u8", np.bool_, np.uint8, 0, "uint8_t")
+int32 = DType("int32", "i32", np.int32, np.int32, 1, "int32_t")
+int64 = DType("int64", "i64", np.int64, np.int64, 2, "int64_t")
+float16 = DType("float16", "f16", np.float16, np.float16, 3, "uint16_t")
+bfloat16 = DType("bfloat16", "bf16", None, np.uint16, 3, "uint16_t")
+float32 = DType("float32", "f32", np.float32, np.float32, 4, "float")
+float64 = DType("float64", "f64", np.float64, np.float64, 5, "double")
 
 ALL = (bool_, int32, int64, float16, bfloat16, float32, float64)
 _NAMES = {d.name: d for d in ALL}

@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from ..dtype import ALL as _DTYPES
 from .device import CPU
 
 # Idle OpenMP and OpenBLAS worker threads spin by default, and our kernels and OpenBLAS
@@ -48,22 +49,7 @@ from ._cpu_ffi import ffi, lib  # noqa: E402
 device = CPU
 name = "cpu"
 
-# C element type of each storage dtype (bfloat16 is stored as its 16 raw bits)
-_CTYPE = {
-    "bool": "uint8_t",
-    "int32": "int32_t",
-    "int64": "int64_t",
-    "float16": "uint16_t",
-    "bfloat16": "uint16_t",
-    "float32": "float",
-    "float64": "double",
-}
-_WIDTH = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}
-
-
-_SUFFIX = {"bool": "u8", "int32": "i32", "int64": "i64", "float16": "f16", "bfloat16": "bf16",
-           "float32": "f32", "float64": "f64"}
-_ALLOC = {name: getattr(lib, f"st_alloc_{sfx}") for name, sfx in _SUFFIX.items()}
+_ALLOC = {d.name: getattr(lib, f"st_alloc_{d.suffix}") for d in _DTYPES}
 _gc = ffi.gc
 _free = lib.st_free
 
@@ -99,7 +85,7 @@ class Storage:
 # one call instead of two. Large ones come from the caching allocator, where reuse matters.
 _small = ffi.new_allocator(should_clear_after_alloc=False)
 _SMALL_BYTES = 1 << 16
-_ARRAY_TYPE = {name: ctype + "[]" for name, ctype in _CTYPE.items()}
+_ARRAY_TYPE = {d.name: d.ctype + "[]" for d in _DTYPES}
 
 
 def empty(numel: int, dtype) -> Storage:
@@ -114,7 +100,7 @@ def empty(numel: int, dtype) -> Storage:
 
 def from_numpy(array: np.ndarray, dtype) -> Storage:
     """Wrap a contiguous 1-d numpy array of dtype.storage without copying."""
-    ptr = ffi.from_buffer(_CTYPE[dtype.name] + "[]", array, require_writable=True)
+    ptr = ffi.from_buffer(_ARRAY_TYPE[dtype.name], array, require_writable=True)
     return Storage(ptr, array.nbytes, dtype.storage, array)
 
 
@@ -204,7 +190,7 @@ def kernel(symbol: str):
 
 
 def copy_symbol(dtype) -> str:
-    return f"st_copy_{_WIDTH[dtype.itemsize]}"
+    return f"st_copy_{dtype.width_suffix}"
 
 
 def synchronize() -> None:

@@ -13,23 +13,14 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
+from ..dtype import ALL as _DTYPES
 from ._cuda_ffi import ffi, lib
 from .device import Device, as_device
 
 name = "cuda"
 
 _runtime = cupy.cuda.runtime
-_CTYPE = {
-    "bool": "uint8_t",
-    "int32": "int32_t",
-    "int64": "int64_t",
-    "float16": "uint16_t",
-    "bfloat16": "uint16_t",
-    "float32": "float",
-    "float64": "double",
-}
-_PTR = {k: v + " *" for k, v in _CTYPE.items()}
-_WIDTH = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}
+_PTR = {d.name: d.ctype + " *" for d in _DTYPES}
 _INT_MAX = (1 << 31) - 1
 _count: int | None = None
 # Kernels a CUDA graph cannot hold: nonzero waits for its count on the host, and CuPy's cuBLAS
@@ -174,7 +165,7 @@ class CudaBackend:
         return ffi.new("void *[]", [ffi.cast("void *", p) for p in ptrs])
 
     def copy_symbol(self, dtype) -> str:
-        return f"st_copy_{_WIDTH[dtype.itemsize]}"
+        return f"st_copy_{dtype.width_suffix}"
 
     def synchronize(self) -> None:
         self._cupy_device.synchronize()
