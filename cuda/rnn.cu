@@ -44,15 +44,7 @@ __global__ void lstm_cell_backward_kernel(const T* __restrict__ saved, const T* 
   for (int64_t k = cuda::thread_index(); k < n; k += cuda::thread_count()) {
     const int64_t r = k / hidden, j = k - r * hidden;
     const int64_t base = r * 4 * hidden + j;
-    const T i = saved[base], f = saved[base + hidden], g = saved[base + 2 * hidden];
-    const T o = saved[base + 3 * hidden];
-    const T tc = tanh_(c[k]);
-    const T dct = dc[k] + dh[k] * o * (T(1) - tc * tc);
-    dgates[base] = dct * g * i * (T(1) - i);
-    dgates[base + hidden] = dct * cp[k] * f * (T(1) - f);
-    dgates[base + 2 * hidden] = dct * i * (T(1) - g * g);
-    dgates[base + 3 * hidden] = dh[k] * tc * o * (T(1) - o);
-    dcp[k] = dct * f;
+    dcp[k] = lstm_backward_element(saved + base, cp[k], c[k], dh[k], dc[k], dgates + base, hidden);
   }
 }
 
@@ -91,19 +83,7 @@ __global__ void gru_cell_backward_kernel(const T* __restrict__ saved, const T* _
   for (int64_t k = cuda::thread_index(); k < n; k += cuda::thread_count()) {
     const int64_t r = k / hidden, j = k - r * hidden;
     const int64_t sb = r * 4 * hidden + j, base = r * 3 * hidden + j;
-    const T rg = saved[sb], z = saved[sb + hidden], nn = saved[sb + 2 * hidden];
-    const T hn = saved[sb + 3 * hidden];
-    const T d = dh[k];
-    const T dn = d * (T(1) - z) * (T(1) - nn * nn);
-    const T dr = dn * hn * rg * (T(1) - rg);
-    const T dz = d * (hp[k] - nn) * z * (T(1) - z);
-    dgx[base] = dr;
-    dgx[base + hidden] = dz;
-    dgx[base + 2 * hidden] = dn;
-    dgh[base] = dr;
-    dgh[base + hidden] = dz;
-    dgh[base + 2 * hidden] = dn * rg;
-    dhp[k] = d * z;
+    dhp[k] = gru_backward_element(saved + sb, hp[k], dh[k], dgx + base, dgh + base, hidden);
   }
 }
 

@@ -72,16 +72,8 @@ void lstm_cell_backward(const T* saved, const T* cp, const T* c, const T* dh, co
       T* d = dgates + r * g4;
       T* dcpr = dcp + r * hidden;
 #pragma omp simd
-      for (int64_t j = 0; j < hidden; ++j) {
-        const T i = s[j], f = s[hidden + j], g = s[2 * hidden + j], o = s[3 * hidden + j];
-        const T tc = tanh_(cn[j]);
-        const T dct = dcr[j] + dhr[j] * o * (T(1) - tc * tc);
-        d[j] = dct * g * i * (T(1) - i);
-        d[hidden + j] = dct * cr[j] * f * (T(1) - f);
-        d[2 * hidden + j] = dct * i * (T(1) - g * g);
-        d[3 * hidden + j] = dhr[j] * tc * o * (T(1) - o);
-        dcpr[j] = dct * f;
-      }
+      for (int64_t j = 0; j < hidden; ++j)
+        dcpr[j] = lstm_backward_element(s + j, cr[j], cn[j], dhr[j], dcr[j], d + j, hidden);
     }
   });
 }
@@ -138,20 +130,8 @@ void gru_cell_backward(const T* saved, const T* hp, const T* dh, T* dgx, T* dgh,
       T* dy = dgh + r * g3;
       T* dhpr = dhp + r * hidden;
 #pragma omp simd
-      for (int64_t j = 0; j < hidden; ++j) {
-        const T rg = s[j], z = s[hidden + j], n = s[2 * hidden + j], hn = s[3 * hidden + j];
-        const T d = dhr[j];
-        const T dn = d * (T(1) - z) * (T(1) - n * n);
-        const T dr = dn * hn * rg * (T(1) - rg);
-        const T dz = d * (hpr[j] - n) * z * (T(1) - z);
-        dx[j] = dr;
-        dx[hidden + j] = dz;
-        dx[2 * hidden + j] = dn;
-        dy[j] = dr;
-        dy[hidden + j] = dz;
-        dy[2 * hidden + j] = dn * rg;
-        dhpr[j] = d * z;
-      }
+      for (int64_t j = 0; j < hidden; ++j)
+        dhpr[j] = gru_backward_element(s + j, hpr[j], dhr[j], dx + j, dy + j, hidden);
     }
   });
 }

@@ -567,6 +567,41 @@ ST_HD void adagrad_element(T& p, T g, T& sum, T clr, T eps, T wd, bool maximize)
   p -= clr * gi / (std::sqrt(si) + eps);
 }
 
+// ---- LSTM and GRU cell gradients of one unit (cpp/src/rnn.cc, cuda/rnn.cu) ---------------------
+// s points at the unit's saved gate values, one `hidden` apart as the forward cells store them
+// (i, f, g, o for LSTM; r, z, n and the hidden-side n sum for GRU); the gate gradients go out
+// with the same spacing.
+
+// LSTM: the gradients of the four gate pre-activations into d; returns that of c_prev
+template <class T>
+ST_HD T lstm_backward_element(const T* s, T cp, T c, T dh, T dc, T* d, int64_t hidden) {
+  const T i = s[0], f = s[hidden], g = s[2 * hidden], o = s[3 * hidden];
+  const T tc = tanh_(c);
+  const T dct = dc + dh * o * (T(1) - tc * tc);
+  d[0] = dct * g * i * (T(1) - i);
+  d[hidden] = dct * cp * f * (T(1) - f);
+  d[2 * hidden] = dct * i * (T(1) - g * g);
+  d[3 * hidden] = dh * tc * o * (T(1) - o);
+  return dct * f;
+}
+
+// GRU: the gradients of the input-side and hidden-side gate sums into dx and dy; returns that
+// of h_prev
+template <class T>
+ST_HD T gru_backward_element(const T* s, T hp, T dh, T* dx, T* dy, int64_t hidden) {
+  const T rg = s[0], z = s[hidden], n = s[2 * hidden], hn = s[3 * hidden];
+  const T dn = dh * (T(1) - z) * (T(1) - n * n);
+  const T dr = dn * hn * rg * (T(1) - rg);
+  const T dz = dh * (hp - n) * z * (T(1) - z);
+  dx[0] = dr;
+  dx[hidden] = dz;
+  dx[2 * hidden] = dn;
+  dy[0] = dr;
+  dy[hidden] = dz;
+  dy[2 * hidden] = dn * rg;
+  return dh * z;
+}
+
 }  // namespace st
 
 #endif  // SINGA_TENSOR_FUNCTORS_H_
