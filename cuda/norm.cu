@@ -56,8 +56,9 @@ __global__ void stats_kernel(const T* __restrict__ x, T* __restrict__ mean, T* _
   }
 }
 
-// y = x * scale + shift with the channel's factors computed as on the CPU (in double); blockIdx.y
-// picks the channel, so each thread computes them once per channel, not once per element.
+// y = x * scale + shift with the channel's factors from bn_scale_shift (functors.h), as on the
+// CPU; blockIdx.y picks the channel, so each thread computes them once per channel, not once per
+// element.
 template <class T>
 __global__ void apply_kernel(const T* __restrict__ x, const T* __restrict__ mean,
                              const T* __restrict__ var, const T* __restrict__ w,
@@ -66,9 +67,8 @@ __global__ void apply_kernel(const T* __restrict__ x, const T* __restrict__ mean
   const int64_t start = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t ch = blockIdx.y; ch < c; ch += gridDim.y) {
-    const T is = T(1 / std::sqrt(double(var[ch]) + eps));
-    const T sc = (w ? w[ch] : T(1)) * is;
-    const T sh = (b ? b[ch] : T(0)) - mean[ch] * sc;
+    T sc, sh;
+    bn_scale_shift(mean[ch], var[ch], w, b, ch, eps, &sc, &sh);
     walk_channel(outer, c, inner, ch, start, stride, [&](int64_t k) { y[k] = x[k] * sc + sh; });
   }
 }
@@ -103,7 +103,7 @@ __global__ void backward_kernel(const T* __restrict__ x, const T* __restrict__ d
     const T mean_dy = T(s1) / count, mean_dy_xhat = T(s2 * is) / count;
     // this block just read the channel, so the second read mostly hits in L2
     walk_channel(outer, c, inner, ch, threadIdx.x, blockDim.x, [&](int64_t k) {
-      dx[k] = kk * (dy[k] - mean_dy - (x[k] - m) * ist * mean_dy_xhat);
+      dx[k] = bn_input_grad(dy[k], x[k], kk, m, ist, mean_dy, mean_dy_xhat);
     });
   }
 }

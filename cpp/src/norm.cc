@@ -42,12 +42,8 @@ template <class T>
 void bn_apply(const T* x, const T* mean, const T* var, const T* w, const T* b, T* y,
               int64_t outer, int64_t c, int64_t inner, double eps) {
   std::vector<T> scale(c), shift(c);
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const T is = T(1 / std::sqrt(double(var[ch]) + eps));
-    const T sc = (w ? w[ch] : T(1)) * is;
-    scale[ch] = sc;
-    shift[ch] = (b ? b[ch] : T(0)) - mean[ch] * sc;
-  }
+  for (int64_t ch = 0; ch < c; ++ch)
+    bn_scale_shift(mean[ch], var[ch], w, b, ch, eps, &scale[ch], &shift[ch]);
   const T* sc = scale.data();
   const T* sh = shift.data();
   parallel_for(outer * c, inner, [&](int64_t pb, int64_t pe) {
@@ -104,7 +100,7 @@ void bn_backward(const T* x, const T* dy, const T* mean, const T* var, const T* 
       T* o = dx + pl * inner;
 #pragma omp simd
       for (int64_t i = 0; i < inner; ++i)
-        o[i] = k * (gr[i] - mean_dy - (xr[i] - m) * is * mean_dy_xhat);
+        o[i] = bn_input_grad(gr[i], xr[i], k, m, is, mean_dy, mean_dy_xhat);
     }
   });
 }

@@ -567,6 +567,24 @@ ST_HD void adagrad_element(T& p, T g, T& sum, T clr, T eps, T wd, bool maximize)
   p -= clr * gi / (std::sqrt(si) + eps);
 }
 
+// ---- batch normalization of one channel (cpp/src/norm.cc, cuda/norm.cu) -----------------------
+// The channel's y = x * scale + shift: the inverse deviation formed in double and rounded to T
+// once, then the optional affine weight and bias folded in.
+template <class T>
+ST_HD void bn_scale_shift(T mean, T var, const T* w, const T* b, int64_t ch, double eps,
+                          T* scale, T* shift) {
+  const T is = T(1 / std::sqrt(double(var) + eps));
+  const T sc = (w ? w[ch] : T(1)) * is;
+  *scale = sc;
+  *shift = (b ? b[ch] : T(0)) - mean * sc;
+}
+
+// dx of one element from the channel's k = weight * invstd and its means of dy and dy * xhat
+template <class T>
+ST_HD T bn_input_grad(T dy, T x, T k, T mean, T invstd, T mean_dy, T mean_dy_xhat) {
+  return k * (dy - mean_dy - (x - mean) * invstd * mean_dy_xhat);
+}
+
 // ---- LSTM and GRU cell gradients of one unit (cpp/src/rnn.cc, cuda/rnn.cu) ---------------------
 // s points at the unit's saved gate values, one `hidden` apart as the forward cells store them
 // (i, f, g, o for LSTM; r, z, n and the hidden-side n sum for GRU); the gate gradients go out
