@@ -18,11 +18,6 @@ constexpr int kWarps = 8;                // warps per block
 constexpr int kRows = kTile / kWarps;    // tile rows per warp
 constexpr int kChunks = 8;               // 32-column chunks of E and Ev: at most 256 columns
 
-struct Dims {
-  int64_t batch, l, s, e, ev;
-  int causal;
-};
-
 struct Sum {
   template <class T>
   __device__ __forceinline__ T operator()(T a, T b) const {
@@ -129,7 +124,7 @@ __device__ void store(const T (&acc)[kRows][kChunks], T* __restrict__ dst, int64
 template <class T>
 __global__ void __launch_bounds__(kTile* kWarps)
     attention_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                     T* __restrict__ out, T* __restrict__ lse, Dims d, T scale) {
+                     T* __restrict__ out, T* __restrict__ lse, AttentionDims d, T scale) {
   __shared__ Tile<T> xs, ys, ps;
   const int lane = threadIdx.x, w = threadIdx.y;
   const int64_t tiles = (d.l + kTile - 1) / kTile;
@@ -201,7 +196,7 @@ __global__ void __launch_bounds__(kTile* kWarps)
     attention_dq_kernel(const T* __restrict__ q, const T* __restrict__ k,
                         const T* __restrict__ v, const T* __restrict__ dout,
                         const T* __restrict__ lse, const T* __restrict__ delta,
-                        T* __restrict__ dq, Dims d, T scale) {
+                        T* __restrict__ dq, AttentionDims d, T scale) {
   __shared__ Tile<T> xs, ys, ps;
   const int lane = threadIdx.x, w = threadIdx.y;
   const int64_t tiles = (d.l + kTile - 1) / kTile;
@@ -244,7 +239,7 @@ __global__ void __launch_bounds__(kTile* kWarps)
     attention_dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k,
                           const T* __restrict__ v, const T* __restrict__ dout,
                           const T* __restrict__ lse, const T* __restrict__ delta,
-                          T* __restrict__ dk, T* __restrict__ dv, Dims d, T scale) {
+                          T* __restrict__ dk, T* __restrict__ dv, AttentionDims d, T scale) {
   __shared__ Tile<T> xs, ys, ps, dss;
   const int lane = threadIdx.x, w = threadIdx.y;
   const int64_t tiles = (d.s + kTile - 1) / kTile;
@@ -289,8 +284,8 @@ inline unsigned tile_blocks(int64_t batch, int64_t n) {
 }
 
 template <class T>
-void attention(const T* q, const T* k, const T* v, T* out, T* lse, const Dims& d, double scale,
-               void* stream) {
+void attention(const T* q, const T* k, const T* v, T* out, T* lse, const AttentionDims& d,
+               double scale, void* stream) {
   if (d.batch * d.l == 0) return;
   attention_kernel<T><<<tile_blocks(d.batch, d.l), dim3(kTile, kWarps), 0,
                         cuda::as_stream(stream)>>>(q, k, v, out, lse, d, T(scale));
@@ -299,7 +294,7 @@ void attention(const T* q, const T* k, const T* v, T* out, T* lse, const Dims& d
 
 template <class T>
 void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* dout,
-                        const T* lse, T* delta, T* dq, T* dk, T* dv, const Dims& d,
+                        const T* lse, T* delta, T* dq, T* dk, T* dv, const AttentionDims& d,
                         double scale, void* stream) {
   if (d.batch * d.l > 0) {
     cuda::launch_1d(delta_kernel<T>, d.batch * d.l * 32, stream, out, dout, delta,
@@ -325,15 +320,16 @@ extern "C" {
   void st_attention_##sfx(const T* q, const T* k, const T* v, T* out, T* lse, int64_t batch,   \
                           int64_t l, int64_t s, int64_t e, int64_t ev, double scale,           \
                           int32_t causal, void* stream) {                                      \
-    st::attention(q, k, v, out, lse, st::Dims{batch, l, s, e, ev, causal != 0}, scale,         \
-                  stream);                                                                     \
+    st::attention(q, k, v, out, lse, st::AttentionDims{batch, l, s, e, ev, causal != 0},       \
+                  scale, stream);                                                              \
   }                                                                                            \
   void st_attention_backward_##sfx(const T* q, const T* k, const T* v, const T* out,           \
                                    const T* dout, const T* lse, T* delta, T* dq, T* dk, T* dv, \
                                    int64_t batch, int64_t l, int64_t s, int64_t e, int64_t ev, \
                                    double scale, int32_t causal, void* stream) {               \
     st::attention_backward(q, k, v, out, dout, lse, delta, dq, dk, dv,                         \
-                           st::Dims{batch, l, s, e, ev, causal != 0}, scale, stream);          \
+                           st::AttentionDims{batch, l, s, e, ev, causal != 0}, scale,          \
+                           stream);                                                            \
   }
 ST_FLOAT_TYPES(ST_CUDA_DEF_ATTENTION, _)
 }

@@ -17,20 +17,15 @@ namespace {
 constexpr int64_t kQueryBlock = 64;
 constexpr int64_t kKeyBlock = 128;
 
-struct Dims {
-  int64_t batch, l, s, e, ev;
-  bool causal;
-};
-
 // Keys j0 .. j0 + n - 1 of a block that query row i may attend to: all n, or under the causal
 // rule (j <= i) a prefix of them, possibly empty.
-inline int64_t allowed_keys(const Dims& d, int64_t i, int64_t j0, int64_t n) {
+inline int64_t allowed_keys(const AttentionDims& d, int64_t i, int64_t j0, int64_t n) {
   if (!d.causal) return n;
   return std::max<int64_t>(0, std::min<int64_t>(n, i - j0 + 1));
 }
 
 // Last key (exclusive) that any of the query rows i0 .. i0 + nq - 1 may attend to.
-inline int64_t key_end(const Dims& d, int64_t i0, int64_t nq) {
+inline int64_t key_end(const AttentionDims& d, int64_t i0, int64_t nq) {
   return d.causal ? std::min<int64_t>(d.s, i0 + nq) : d.s;
 }
 
@@ -60,8 +55,8 @@ inline void scale_row(T* x, int64_t n, T a) {
 // Query rows i0 .. i0 + nq - 1 of batch b: out accumulates p v over the key blocks while m and
 // l hold each row's running maximum and sum of exponentials (the online softmax).
 template <class T>
-void forward_rows(const Dims& d, const T* q, const T* k, const T* v, T* out, T* lse, T scale,
-                  int64_t b, int64_t i0, int64_t nq, T* work) {
+void forward_rows(const AttentionDims& d, const T* q, const T* k, const T* v, T* out, T* lse,
+                  T scale, int64_t b, int64_t i0, int64_t nq, T* work) {
   const T ninf = -std::numeric_limits<T>::infinity();
   T* sc = work;  // kQueryBlock x kKeyBlock scores, then probabilities
   T* m = sc + kQueryBlock * kKeyBlock;
@@ -121,7 +116,8 @@ void forward_rows(const Dims& d, const T* q, const T* k, const T* v, T* out, T* 
 }
 
 template <class T>
-void attention(const T* q, const T* k, const T* v, T* out, T* lse, const Dims& d, T scale) {
+void attention(const T* q, const T* k, const T* v, T* out, T* lse, const AttentionDims& d,
+               T scale) {
   const int64_t qblocks = (d.l + kQueryBlock - 1) / kQueryBlock;
   const int64_t scratch = kQueryBlock * kKeyBlock + 2 * kQueryBlock;
   for_tasks<T>(d.batch * qblocks, kQueryBlock * d.s * (d.e + d.ev), scratch,
@@ -136,7 +132,7 @@ void attention(const T* q, const T* k, const T* v, T* out, T* lse, const Dims& d
 // ds = p (dout v^T - delta) are rebuilt in the scratch, then added into dq (rows i0..) and/or
 // dk, dv (rows j0..).
 template <class T>
-void backward_pair(const Dims& d, const T* q, const T* k, const T* v, const T* dout,
+void backward_pair(const AttentionDims& d, const T* q, const T* k, const T* v, const T* dout,
                    const T* lse, const T* delta, T* dq, T* dk, T* dv, T scale, int64_t b,
                    int64_t i0, int64_t nq, int64_t j0, int64_t nk, bool want_dq, bool want_dkdv,
                    T* work) {
@@ -175,7 +171,8 @@ void backward_pair(const Dims& d, const T* q, const T* k, const T* v, const T* d
 
 template <class T>
 void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* dout,
-                        const T* lse, T* delta, T* dq, T* dk, T* dv, const Dims& d, T scale) {
+                        const T* lse, T* delta, T* dq, T* dk, T* dv, const AttentionDims& d,
+                        T scale) {
   parallel_for(d.batch * d.l, d.ev, [&](int64_t rb, int64_t re) {
     for (int64_t i = rb; i < re; ++i) {
       const T* o = out + i * d.ev;
@@ -236,13 +233,14 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
   void st_attention_##sfx(const T* q, const T* k, const T* v, T* out, T* lse, int64_t batch,   \
                           int64_t l, int64_t s, int64_t e, int64_t ev, double scale,           \
                           int32_t causal) {                                                    \
-    st::attention(q, k, v, out, lse, st::Dims{batch, l, s, e, ev, causal != 0}, T(scale));     \
+    st::attention(q, k, v, out, lse, st::AttentionDims{batch, l, s, e, ev, causal != 0},       \
+                  T(scale));                                                                   \
   }                                                                                            \
   void st_attention_backward_##sfx(const T* q, const T* k, const T* v, const T* out,           \
                                    const T* dout, const T* lse, T* delta, T* dq, T* dk, T* dv, \
                                    int64_t batch, int64_t l, int64_t s, int64_t e, int64_t ev, \
                                    double scale, int32_t causal) {                             \
     st::attention_backward(q, k, v, out, dout, lse, delta, dq, dk, dv,                         \
-                           st::Dims{batch, l, s, e, ev, causal != 0}, T(scale));               \
+                           st::AttentionDims{batch, l, s, e, ev, causal != 0}, T(scale));      \
   }
 ST_FLOAT_TYPES(ST_DEF_ATTENTION, _)

@@ -58,6 +58,13 @@ struct Geometry {
   int64_t c, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow;
 };
 
+// One scaled dot-product attention call: batch of L queries against S keys, E features per
+// query and key, Ev per value; causal lets query i see keys j <= i only.
+struct AttentionDims {
+  int64_t batch, l, s, e, ev;
+  bool causal;
+};
+
 }  // namespace st
 
 #endif  // SINGA_TENSOR_SHAPES_H_
