@@ -7,9 +7,6 @@ stand-in device with the CUDA library's own kernels built for the CPU (tools/cud
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
 import singa_tensor as st
@@ -17,7 +14,6 @@ import singa_tensor as st
 from . import helpers
 
 _skip_reason = None
-_TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
 def pytest_configure(config):
@@ -27,27 +23,6 @@ def pytest_configure(config):
     _skip_reason = helpers.device_problem()
     if _skip_reason is None and helpers.DEVICE != "cpu":
         st.set_default_device(helpers.DEVICE)
-        _read_only_numpy_in_tests()
-
-
-def _read_only_numpy_in_tests() -> None:
-    """Tests written for the CPU read results with t.numpy(). For a device tensor, called
-    from a test file, that returns a read-only host copy instead of raising, so those tests
-    check values on the device too; a test that writes through the array fails loudly. Calls
-    from library code keep raising, so the library cannot come to rely on it."""
-    original = st.Tensor.numpy
-
-    def numpy(self, *, force: bool = False):
-        if hasattr(self._be, "view_numpy") or (self.requires_grad and not force):
-            return original(self, force=force)
-        if not sys._getframe(1).f_code.co_filename.startswith(_TESTS):
-            return original(self, force=force)
-        a = original(self, force=True)
-        a.flags.writeable = False
-        return a
-
-    numpy.__doc__ = original.__doc__
-    st.Tensor.numpy = numpy
 
 
 @pytest.fixture

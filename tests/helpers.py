@@ -100,6 +100,9 @@ def spec_tensors(args, *, requires_grad: bool = False, device: str | None = None
 
 
 def to_numpy(t) -> np.ndarray:
+    """The values of t (a tensor on any device, an array or a number) as a numpy array, a
+    copy for a tensor. Tests read results through this: t.numpy() of a device tensor raises,
+    in a test as in the library, which must never come to rely on it."""
     if isinstance(t, np.ndarray):
         return t
     if not isinstance(t, st.Tensor):

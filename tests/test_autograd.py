@@ -9,6 +9,8 @@ import pytest
 import singa_tensor as st
 from singa_tensor.autograd import GradcheckError
 
+from .helpers import to_numpy
+
 
 def f64(*vals, requires_grad=True):
     return st.tensor(np.array(vals, dtype=np.float64), requires_grad=requires_grad)
@@ -20,9 +22,9 @@ def f64(*vals, requires_grad=True):
 def test_gradients_accumulate_across_backward_calls():
     x = f64(1.0, -2.0, 3.0)
     (x * x).sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), [2.0, -4.0, 6.0])
+    np.testing.assert_allclose(to_numpy(x.grad), [2.0, -4.0, 6.0])
     (x * x * x).sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), [2.0 + 3.0, -4.0 + 12.0, 6.0 + 27.0])
+    np.testing.assert_allclose(to_numpy(x.grad), [2.0 + 3.0, -4.0 + 12.0, 6.0 + 27.0])
 
 
 def test_second_backward_without_retain_graph_raises():
@@ -38,7 +40,7 @@ def test_retain_graph_allows_second_backward():
     y = x.exp().sum()
     y.backward(retain_graph=True)
     y.backward()
-    np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp([0.5, 1.5]))
+    np.testing.assert_allclose(to_numpy(x.grad), 2 * np.exp([0.5, 1.5]))
 
 
 def test_backward_on_non_scalar_needs_gradient():
@@ -50,7 +52,7 @@ def test_backward_on_non_scalar_needs_gradient():
 def test_backward_with_explicit_gradient():
     x = f64(1.0, 2.0, 3.0)
     (x * x).backward(st.tensor([1.0, 0.5, -1.0], dtype=st.float64))
-    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0, -6.0])
+    np.testing.assert_allclose(to_numpy(x.grad), [2.0, 2.0, -6.0])
 
 
 def test_backward_gradient_of_wrong_shape_raises():
@@ -73,9 +75,9 @@ def test_grad_cube_first_second_third_derivative():
     (d1,) = st.autograd.grad((x ** 3).sum(), x, create_graph=True)
     (d2,) = st.autograd.grad(d1.sum(), x, create_graph=True)
     (d3,) = st.autograd.grad(d2.sum(), x)
-    np.testing.assert_allclose(d1.detach().numpy(), 3 * xs ** 2)
-    np.testing.assert_allclose(d2.detach().numpy(), 6 * xs)
-    np.testing.assert_allclose(d3.numpy(), [6.0, 6.0, 6.0])
+    np.testing.assert_allclose(to_numpy(d1), 3 * xs ** 2)
+    np.testing.assert_allclose(to_numpy(d2), 6 * xs)
+    np.testing.assert_allclose(to_numpy(d3), [6.0, 6.0, 6.0])
     assert x.grad is None  # grad() never touches .grad
 
 
@@ -91,7 +93,7 @@ def test_grad_sin_exp_chain_to_third_order():
     y = x.exp().sin().sum()
     for k in range(3):
         (g,) = st.autograd.grad(y, x, create_graph=True)
-        np.testing.assert_allclose(g.detach().numpy(), want[k], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(to_numpy(g), want[k], rtol=1e-12, atol=1e-12)
         y = g.sum()
 
 
@@ -101,7 +103,7 @@ def test_grad_allow_unused_and_unused_input_raises():
     with pytest.raises(RuntimeError, match="not to have been used"):
         st.autograd.grad(y, [x, z], retain_graph=True)
     gx, gz = st.autograd.grad(y, [x, z], allow_unused=True)
-    np.testing.assert_allclose(gx.numpy(), [2.0, 4.0])
+    np.testing.assert_allclose(to_numpy(gx), [2.0, 4.0])
     assert gz is None
 
 
@@ -117,7 +119,7 @@ def test_grad_with_grad_outputs():
     x = st.tensor(xs, requires_grad=True)
     go = np.array([[1.0, -1.0], [0.5, 2.0]])
     (g,) = st.autograd.grad(x * x, x, st.tensor(go))
-    np.testing.assert_allclose(g.numpy(), 2 * xs * go)
+    np.testing.assert_allclose(to_numpy(g), 2 * xs * go)
 
 
 # ---- grad modes ----------------------------------------------------------------------------------
@@ -212,8 +214,8 @@ def test_broadcast_gradients_reduce_to_input_shape():
     a, b = st.tensor(an, requires_grad=True), st.tensor(bn, requires_grad=True)
     (a * b).sum().backward()
     assert a.grad.shape == (3, 1) and b.grad.shape == (4,)
-    np.testing.assert_allclose(a.grad.numpy(), np.full((3, 1), bn.sum()))
-    np.testing.assert_allclose(b.grad.numpy(), np.full(4, an.sum()))
+    np.testing.assert_allclose(to_numpy(a.grad), np.full((3, 1), bn.sum()))
+    np.testing.assert_allclose(to_numpy(b.grad), np.full(4, an.sum()))
 
 
 def test_scalar_plus_matrix_gradient():
@@ -222,7 +224,7 @@ def test_scalar_plus_matrix_gradient():
     ((s + m) * (s + m)).sum().backward()
     assert s.grad.shape == ()
     np.testing.assert_allclose(s.grad.item(), 6 * 2 * 3.0)
-    np.testing.assert_allclose(m.grad.numpy(), np.full((2, 3), 6.0))
+    np.testing.assert_allclose(to_numpy(m.grad), np.full((2, 3), 6.0))
 
 
 # ---- hooks ---------------------------------------------------------------------------------------
@@ -233,17 +235,17 @@ def test_leaf_hook_modifies_grad_and_can_be_removed():
     seen = []
 
     def hook(g):
-        seen.append(g.numpy().copy())
+        seen.append(to_numpy(g))
         return g * 10
 
     h = x.register_hook(hook)
     (x * 3).sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), [30.0, 30.0])
+    np.testing.assert_allclose(to_numpy(x.grad), [30.0, 30.0])
     np.testing.assert_allclose(seen[0], [3.0, 3.0])
     h.remove()
     x.grad = None
     (x * 3).sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0])
+    np.testing.assert_allclose(to_numpy(x.grad), [3.0, 3.0])
     assert len(seen) == 1
 
 
@@ -252,12 +254,12 @@ def test_non_leaf_hook_modifies_grad_flowing_upstream():
     y = x * x
     h = y.register_hook(lambda g: g + 1.0)
     y.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), 2.0 * np.array([1.0, 2.0]) * 2.0)
+    np.testing.assert_allclose(to_numpy(x.grad), 2.0 * np.array([1.0, 2.0]) * 2.0)
     h.remove()
     x.grad = None
     y = x * x
     y.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
+    np.testing.assert_allclose(to_numpy(x.grad), [2.0, 4.0])
 
 
 def test_register_hook_requires_grad():
@@ -271,19 +273,19 @@ def test_retain_grad_keeps_non_leaf_grad():
     z = y * 3
     y.retain_grad()
     z.sum().backward()
-    np.testing.assert_allclose(y.grad.numpy(), [3.0, 3.0])
+    np.testing.assert_allclose(to_numpy(y.grad), [3.0, 3.0])
     assert z.grad is None
-    np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0])
+    np.testing.assert_allclose(to_numpy(x.grad), [6.0, 12.0])
 
 
 def test_post_accumulate_hook_fires_once_with_final_grad():
     w = f64(1.0, 2.0)
     calls = []
-    w.register_post_accumulate_grad_hook(lambda p: calls.append(p.grad.numpy().copy()))
+    w.register_post_accumulate_grad_hook(lambda p: calls.append(to_numpy(p.grad)))
     y = (w * 2).sum() + (w * w).sum() + (w.exp() * 3).sum()
     y.backward()
     assert len(calls) == 1
-    np.testing.assert_allclose(calls[0], 2 + 2 * w.detach().numpy() + 3 * np.exp([1.0, 2.0]))
+    np.testing.assert_allclose(calls[0], 2 + 2 * to_numpy(w) + 3 * np.exp([1.0, 2.0]))
 
 
 def _early_leaf_order(early_first_operand: bool) -> list:
@@ -335,18 +337,18 @@ def test_function_save_for_backward_and_needs_input_grad():
     y = st.tensor(ys)
     out = ScaledMul.apply(x, y, 0.5)
     assert ScaledMul.seen_needs == (True, False, False)
-    np.testing.assert_allclose(out.detach().numpy(), xs * ys * 0.5)
+    np.testing.assert_allclose(to_numpy(out), xs * ys * 0.5)
     out.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), ys * 0.5)
+    np.testing.assert_allclose(to_numpy(x.grad), ys * 0.5)
     assert y.grad is None
 
 
 def test_function_twice_differentiable_backward():
     x = f64(1.5, -0.5)
     (g,) = st.autograd.grad(ScaledMul.apply(x, x, 2.0).sum(), x, create_graph=True)
-    np.testing.assert_allclose(g.detach().numpy(), 4 * np.array([1.5, -0.5]))
+    np.testing.assert_allclose(to_numpy(g), 4 * np.array([1.5, -0.5]))
     (gg,) = st.autograd.grad(g.sum(), x)
-    np.testing.assert_allclose(gg.numpy(), [4.0, 4.0])
+    np.testing.assert_allclose(to_numpy(gg), [4.0, 4.0])
 
 
 class TwoOutputs(st.autograd.Function):
@@ -363,11 +365,11 @@ def test_function_multiple_outputs():
     x = f64(1.0, 2.0)
     a, b = TwoOutputs.apply(x)
     (a.sum() + (b * b).sum()).backward()
-    np.testing.assert_allclose(x.grad.numpy(), 2 + 3 * 2 * 3 * np.array([1.0, 2.0]))
+    np.testing.assert_allclose(to_numpy(x.grad), 2 + 3 * 2 * 3 * np.array([1.0, 2.0]))
     x.grad = None
     a, _ = TwoOutputs.apply(x)
     a.sum().backward()  # the unused output's gradient arrives as zeros
-    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+    np.testing.assert_allclose(to_numpy(x.grad), [2.0, 2.0])
 
 
 class DoubleAndMask(st.autograd.Function):
@@ -387,9 +389,9 @@ def test_function_mark_non_differentiable():
     y, mask = DoubleAndMask.apply(x)
     assert y.requires_grad
     assert not mask.requires_grad
-    np.testing.assert_allclose(mask.numpy(), [0.0, 1.0])
+    np.testing.assert_allclose(to_numpy(mask), [0.0, 1.0])
     y.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+    np.testing.assert_allclose(to_numpy(x.grad), [2.0, 2.0])
 
 
 class OnceCube(st.autograd.Function):
@@ -409,7 +411,7 @@ def test_function_once_differentiable():
     xs = np.array([1.0, -2.0])
     x = st.tensor(xs, requires_grad=True)
     (g,) = st.autograd.grad(OnceCube.apply(x).sum(), x, create_graph=True)
-    np.testing.assert_allclose(g.detach().numpy(), 3 * xs ** 2)
+    np.testing.assert_allclose(to_numpy(g), 3 * xs ** 2)
     assert not g.requires_grad
     with pytest.raises(RuntimeError, match="does not require grad"):
         st.autograd.grad(g.sum(), x)
@@ -529,7 +531,7 @@ def test_inplace_through_view_bumps_shared_version():
     v = y.view(4)
     with st.no_grad():
         v.mul_(2)  # allowed under no_grad, but the storage y shares has changed
-    np.testing.assert_allclose(y.detach().numpy(), 2 * np.exp([[0.5, 1.0], [1.5, 2.0]]))
+    np.testing.assert_allclose(to_numpy(y), 2 * np.exp([[0.5, 1.0], [1.5, 2.0]]))
     with pytest.raises(RuntimeError, match="modified by an in-place operation"):
         y.sum().backward()
 
@@ -547,10 +549,10 @@ def test_inplace_on_leaf_allowed_under_no_grad():
     with st.no_grad():
         w.sub_(0.5)
         w *= 2.0
-    np.testing.assert_allclose(w.detach().numpy(), [1.0, 3.0])
+    np.testing.assert_allclose(to_numpy(w), [1.0, 3.0])
     assert w.requires_grad and w.is_leaf
     (w * w).sum().backward()
-    np.testing.assert_allclose(w.grad.numpy(), [2.0, 6.0])
+    np.testing.assert_allclose(to_numpy(w.grad), [2.0, 6.0])
 
 
 
@@ -560,7 +562,7 @@ def test_inplace_mul_on_intermediate_gives_correct_grad():
     a = x * 2
     a.mul_(3)
     a.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), [6.0, 6.0])
+    np.testing.assert_allclose(to_numpy(x.grad), [6.0, 6.0])
 
 
 def test_inplace_unary_on_intermediate_gives_correct_grad():
@@ -569,7 +571,7 @@ def test_inplace_unary_on_intermediate_gives_correct_grad():
     a = x * 2
     a.sin_()
     a.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), 2 * np.cos(2 * xs))
+    np.testing.assert_allclose(to_numpy(x.grad), 2 * np.cos(2 * xs))
 
 
 def test_inplace_on_output_that_backward_does_not_need():
@@ -578,7 +580,7 @@ def test_inplace_on_output_that_backward_does_not_need():
     y = x.sin()  # d sin = cos(x): the output is not needed
     y.add_(1)
     y.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), np.cos(xs))
+    np.testing.assert_allclose(to_numpy(x.grad), np.cos(xs))
 
 
 def test_inplace_add_on_intermediate():
@@ -586,8 +588,8 @@ def test_inplace_add_on_intermediate():
     a = x * 2  # mul by a constant saves only its inputs
     a.add_(1)
     a.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
-    np.testing.assert_allclose(a.detach().numpy(), [3.0, 5.0])
+    np.testing.assert_allclose(to_numpy(x.grad), [2.0, 2.0])
+    np.testing.assert_allclose(to_numpy(a), [3.0, 5.0])
 
 
 
@@ -597,7 +599,7 @@ def test_iadd_on_intermediate_tracks_both_terms():
     h = x * 2
     h += x * x
     h.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), 2 + 2 * np.array([1.0, 2.0]))
+    np.testing.assert_allclose(to_numpy(x.grad), 2 + 2 * np.array([1.0, 2.0]))
 
 
 def test_augmented_assignment_operators_work_in_place():
@@ -608,7 +610,7 @@ def test_augmented_assignment_operators_work_in_place():
     t -= st.tensor([1.0, 1.0, 1.0])
     t /= 2
     assert t is alias
-    np.testing.assert_allclose(t.numpy(), ((np.array([1.0, 2.0, 3.0]) + 1) * 2 - 1) / 2)
+    np.testing.assert_allclose(to_numpy(t), ((np.array([1.0, 2.0, 3.0]) + 1) * 2 - 1) / 2)
     i = st.tensor([5, 7])
     i += 2
     assert i.dtype is st.int64 and i.tolist() == [7, 9]
@@ -625,10 +627,10 @@ def test_grad_runs_only_the_part_of_the_graph_its_inputs_need():
     h = x * 3.0
     y = (h * h).sum()
     (gh,) = st.autograd.grad(y, h)  # frees y -> h, but must leave x -> h alone
-    np.testing.assert_allclose(gh.numpy(), [6.0, 12.0])
+    np.testing.assert_allclose(to_numpy(gh), [6.0, 12.0])
     assert x.grad is None
     h.sum().backward()  # still possible: grad() did not touch h's own graph
-    np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0])
+    np.testing.assert_allclose(to_numpy(x.grad), [3.0, 3.0])
 
 
 def test_grad_mode_is_per_thread():
@@ -673,7 +675,7 @@ def test_backward_after_the_leaf_is_gone_still_reaches_other_leaves():
     del x
     assert ref() is None
     y.backward()
-    np.testing.assert_allclose(w.grad.numpy(), [1.0, 1.0])
+    np.testing.assert_allclose(to_numpy(w.grad), [1.0, 1.0])
 
 
 def test_inplace_through_views_of_a_non_leaf_updates_its_gradient():
@@ -686,10 +688,10 @@ def test_inplace_through_views_of_a_non_leaf_updates_its_gradient():
     yv = 2 * xv
     yv[0] *= 3
     yv[:, 1] += 10
-    np.testing.assert_allclose(y.detach().numpy(), yv)
+    np.testing.assert_allclose(to_numpy(y), yv)
     dx = 2 * yv * 2
     dx[0] *= 3
-    np.testing.assert_allclose(x.grad.numpy(), dx)
+    np.testing.assert_allclose(to_numpy(x.grad), dx)
 
 
 def test_inplace_into_a_view_of_a_plain_buffer_tracks_the_written_value():
@@ -698,7 +700,7 @@ def test_inplace_into_a_view_of_a_plain_buffer_tracks_the_written_value():
     buf[1].add_(w * 5)
     assert buf.requires_grad
     (buf * buf).sum().backward()
-    np.testing.assert_allclose(w.grad.numpy(), [50.0, 50.0, 50.0])  # d/dw (5w)^2 = 50w
+    np.testing.assert_allclose(to_numpy(w.grad), [50.0, 50.0, 50.0])  # d/dw (5w)^2 = 50w
 
 
 def test_inplace_through_views_passes_gradcheck():

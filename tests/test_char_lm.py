@@ -15,7 +15,7 @@ import pytest
 import singa_tensor as st
 from singa_tensor.datasets import load_sonnets
 
-from .helpers import DEVICE
+from .helpers import DEVICE, to_numpy
 
 _PATH = pathlib.Path(__file__).resolve().parents[1] / "examples" / "char_lm.py"
 _spec = importlib.util.spec_from_file_location("char_lm", _PATH)
@@ -77,7 +77,7 @@ def test_sample_extends_the_prompt_with_corpus_characters():
 def test_batches_are_shifted_windows_and_positions_are_bounded():
     data = char_lm.CharData(load_sonnets())
     x, y = data.batch(data.train, 4, 10, np.random.default_rng(0))
-    x, y = x.numpy(), y.numpy()
+    x, y = to_numpy(x), to_numpy(y)
     assert x.shape == y.shape == (4, 10)
     np.testing.assert_array_equal(x[:, 1:], y[:, :-1])  # the target is the input moved on by one
     mask = char_lm.causal_mask(4).cpu().numpy()

@@ -8,6 +8,8 @@ import pytest
 
 import singa_tensor as st
 
+from .helpers import to_numpy
+
 HAS_SETITEM = hasattr(st.Tensor, "__setitem__")
 
 
@@ -30,7 +32,7 @@ HAS_SETITEM = hasattr(st.Tensor, "__setitem__")
 def test_tensor_dtype_inference(data, dtype):
     t = st.tensor(data)
     assert t.dtype is dtype
-    np.testing.assert_array_equal(t.to(st.float64).numpy(), np.asarray(data, dtype=np.float64))
+    np.testing.assert_array_equal(to_numpy(t.to(st.float64)), np.asarray(data, dtype=np.float64))
 
 
 def test_tensor_explicit_dtype_and_copy():
@@ -80,7 +82,7 @@ def test_from_numpy_dtypes_and_non_contiguous():
     tb = st.from_numpy(b)
     assert tb.dtype is st.bool and tb.tolist() == [True, False]
     a = np.arange(6.0).reshape(2, 3).T  # not C-contiguous: copied, values kept
-    np.testing.assert_array_equal(st.from_numpy(a).numpy(), a)
+    np.testing.assert_array_equal(to_numpy(st.from_numpy(a)), a)
     with pytest.raises(TypeError, match="numpy array"):
         st.from_numpy([1, 2])
     with pytest.raises(TypeError, match="not supported"):
@@ -93,7 +95,7 @@ def test_from_numpy_dtypes_and_non_contiguous():
 def test_zeros_ones_full_empty():
     z = st.zeros(2, 3)
     assert z.dtype is st.float32 and z.shape == (2, 3)
-    np.testing.assert_array_equal(z.numpy(), np.zeros((2, 3)))
+    np.testing.assert_array_equal(to_numpy(z), np.zeros((2, 3)))
     o = st.ones((3,), dtype=st.int32)
     assert o.dtype is st.int32 and o.tolist() == [1, 1, 1]
     assert st.zeros([2, 2]).shape == (2, 2)
@@ -128,7 +130,7 @@ def test_like_functions_keep_shape_and_dtype():
     for fn, val in ((st.zeros_like, 0), (st.ones_like, 1)):
         y = fn(x)
         assert y.shape == (2, 3) and y.dtype is st.int32
-        np.testing.assert_array_equal(y.numpy(), np.full((2, 3), val))
+        np.testing.assert_array_equal(to_numpy(y), np.full((2, 3), val))
     f = st.full_like(x, 4)
     assert f.dtype is st.int32 and f.tolist() == [[4] * 3] * 2
     e = st.empty_like(x, dtype=st.float64)
@@ -146,7 +148,7 @@ def test_like_functions_keep_shape_and_dtype():
 def test_arange_integer(args):
     t = st.arange(*args)
     assert t.dtype is st.int64
-    np.testing.assert_array_equal(t.numpy(), np.arange(*args))
+    np.testing.assert_array_equal(to_numpy(t), np.arange(*args))
 
 
 @pytest.mark.parametrize("args", [(0, 1, 0.1), (1, 2.5, 0.5), (2.0, -1.0, -0.75), (0.5,),
@@ -154,7 +156,7 @@ def test_arange_integer(args):
 def test_arange_float(args):
     t = st.arange(*args)
     assert t.dtype is st.float32
-    np.testing.assert_allclose(t.numpy(), np.arange(*args, dtype=np.float64), rtol=1e-6,
+    np.testing.assert_allclose(to_numpy(t), np.arange(*args, dtype=np.float64), rtol=1e-6,
                                atol=1e-7)
 
 
@@ -180,8 +182,8 @@ def test_arange_bad_arguments():
 def test_linspace(start, end, steps):
     t = st.linspace(start, end, steps)
     assert t.dtype is st.float32 and t.shape == (steps,)
-    np.testing.assert_allclose(t.numpy(), np.linspace(start, end, steps), rtol=1e-6, atol=1e-7)
-    assert t.numpy()[-1] == np.float32(end)
+    np.testing.assert_allclose(to_numpy(t), np.linspace(start, end, steps), rtol=1e-6, atol=1e-7)
+    assert to_numpy(t)[-1] == np.float32(end)
 
 
 def test_linspace_single_and_empty():
@@ -192,9 +194,9 @@ def test_linspace_single_and_empty():
 
 
 def test_eye():
-    np.testing.assert_array_equal(st.eye(3).numpy(), np.eye(3))
-    np.testing.assert_array_equal(st.eye(2, 4).numpy(), np.eye(2, 4))
-    np.testing.assert_array_equal(st.eye(4, 2).numpy(), np.eye(4, 2))
+    np.testing.assert_array_equal(to_numpy(st.eye(3)), np.eye(3))
+    np.testing.assert_array_equal(to_numpy(st.eye(2, 4)), np.eye(2, 4))
+    np.testing.assert_array_equal(to_numpy(st.eye(4, 2)), np.eye(4, 2))
     e = st.eye(2, dtype=st.int64)
     assert e.dtype is st.int64 and e.tolist() == [[1, 0], [0, 1]]
     assert st.eye(0).shape == (0, 0)
@@ -207,7 +209,7 @@ def test_eye():
 
 def test_rand_range_and_moments():
     st.manual_seed(1)
-    x = st.rand(20000, dtype=st.float64).numpy()
+    x = to_numpy(st.rand(20000, dtype=st.float64))
     assert x.min() >= 0.0 and x.max() < 1.0
     assert abs(x.mean() - 0.5) < 0.01
     assert abs(x.var() - 1 / 12) < 0.005
@@ -216,7 +218,7 @@ def test_rand_range_and_moments():
 
 def test_randn_moments():
     st.manual_seed(2)
-    x = st.randn(20000, dtype=st.float64).numpy()
+    x = to_numpy(st.randn(20000, dtype=st.float64))
     assert abs(x.mean()) < 0.03
     assert abs(x.std() - 1.0) < 0.03
     assert abs(np.mean(x ** 3)) < 0.1  # symmetric
@@ -225,9 +227,9 @@ def test_randn_moments():
 
 def test_normal_and_uniform():
     st.manual_seed(3)
-    n = st.normal(5.0, 2.0, (20000,), dtype=st.float64).numpy()
+    n = to_numpy(st.normal(5.0, 2.0, (20000,), dtype=st.float64))
     assert abs(n.mean() - 5.0) < 0.06 and abs(n.std() - 2.0) < 0.06
-    u = st.uniform((20000,), -2.0, 4.0, dtype=st.float64).numpy()
+    u = to_numpy(st.uniform((20000,), -2.0, 4.0, dtype=st.float64))
     assert u.min() >= -2.0 and u.max() < 4.0 and abs(u.mean() - 1.0) < 0.06
     with pytest.raises(ValueError, match="std must be non-negative"):
         st.normal(0.0, -1.0, (2,))
@@ -237,7 +239,7 @@ def test_randint_range_and_coverage():
     st.manual_seed(4)
     x = st.randint(-3, 4, (5000,))
     assert x.dtype is st.int64 and x.shape == (5000,)
-    vals = x.numpy()
+    vals = to_numpy(x)
     assert vals.min() == -3 and vals.max() == 3
     counts = np.bincount(vals + 3)
     assert counts.min() > 5000 / 7 * 0.8
@@ -248,7 +250,7 @@ def test_randint_high_and_size_form():
     st.manual_seed(4)
     x = st.randint(5, (3, 200))
     assert x.shape == (3, 200) and x.dtype is st.int64
-    vals = x.numpy()
+    vals = to_numpy(x)
     assert vals.min() == 0 and vals.max() == 4
 
 
@@ -271,23 +273,23 @@ def test_manual_seed_reproducible():
     a, ai = st.randn(50), st.randint(0, 100, (20,))
     st.manual_seed(123)
     b, bi = st.randn(50), st.randint(0, 100, (20,))
-    np.testing.assert_array_equal(a.numpy(), b.numpy())
-    np.testing.assert_array_equal(ai.numpy(), bi.numpy())
+    np.testing.assert_array_equal(to_numpy(a), to_numpy(b))
+    np.testing.assert_array_equal(to_numpy(ai), to_numpy(bi))
     st.manual_seed(124)
-    assert not np.array_equal(st.randn(50).numpy(), a.numpy())
+    assert not np.array_equal(to_numpy(st.randn(50)), to_numpy(a))
     c = st.randn(50)  # consecutive draws differ
-    assert not np.array_equal(c.numpy(), st.randn(50).numpy())
+    assert not np.array_equal(to_numpy(c), to_numpy(st.randn(50)))
 
 
 def test_generator_is_independent_of_default_stream():
     st.manual_seed(7)
-    expected = st.rand(10).numpy().copy()
+    expected = to_numpy(st.rand(10))
     st.manual_seed(7)
     g = st.Generator().manual_seed(99)
     mine = st.rand(10, generator=g)
-    np.testing.assert_array_equal(st.rand(10).numpy(), expected)
+    np.testing.assert_array_equal(to_numpy(st.rand(10)), expected)
     g2 = st.Generator().manual_seed(99)
-    np.testing.assert_array_equal(st.rand(10, generator=g2).numpy(), mine.numpy())
+    np.testing.assert_array_equal(to_numpy(st.rand(10, generator=g2)), to_numpy(mine))
     with pytest.raises(TypeError, match="Generator"):
         st.rand(2, generator=42)
 
@@ -296,25 +298,25 @@ def test_rng_state_resumes_stream():
     st.manual_seed(5)
     st.randn(7)
     state = st.get_rng_state()
-    a = st.randn(13).numpy().copy()
+    a = to_numpy(st.randn(13))
     st.randn(3)
     st.set_rng_state(state)
-    np.testing.assert_array_equal(st.randn(13).numpy(), a)
+    np.testing.assert_array_equal(to_numpy(st.randn(13)), a)
     g = st.Generator().manual_seed(11)
     st.rand(5, generator=g)
     s = g.get_state()
-    b = st.rand(6, generator=g).numpy().copy()
+    b = to_numpy(st.rand(6, generator=g))
     g.set_state(s)
-    np.testing.assert_array_equal(st.rand(6, generator=g).numpy(), b)
+    np.testing.assert_array_equal(to_numpy(st.rand(6, generator=g)), b)
     assert g.initial_seed() == 11
 
 
 def test_split_draws_continue_the_stream():
     # two draws of n equal one draw of 2n (offsets are counted in whole blocks of 4 floats)
     st.manual_seed(8)
-    one = st.rand(16).numpy().copy()
+    one = to_numpy(st.rand(16))
     st.manual_seed(8)
-    two = np.concatenate([st.rand(8).numpy(), st.rand(8).numpy()])
+    two = np.concatenate([to_numpy(st.rand(8)), to_numpy(st.rand(8))])
     np.testing.assert_array_equal(one, two)
 
 
@@ -322,11 +324,11 @@ def test_randperm_is_a_permutation():
     st.manual_seed(9)
     p = st.randperm(50)
     assert p.dtype is st.int64 and p.shape == (50,)
-    vals = p.numpy()
+    vals = to_numpy(p)
     np.testing.assert_array_equal(np.sort(vals), np.arange(50))
     assert not np.array_equal(vals, np.arange(50))
     st.manual_seed(9)
-    np.testing.assert_array_equal(st.randperm(50).numpy(), vals)
+    np.testing.assert_array_equal(to_numpy(st.randperm(50)), vals)
     assert st.randperm(0).shape == (0,)
 
 

@@ -22,6 +22,8 @@ from singa_tensor.ops.fused import (
     opcode,
 )
 
+from .helpers import to_numpy
+
 DTYPES = {"float32": st.float32, "float64": st.float64}
 
 # ---- running a program: fused, and one public op at a time -------------------------------------
@@ -39,7 +41,7 @@ def run_fused(dtype, instrs, consts, inputs, out_regs, n):
                               [(ptr(x), i, p) for x, i, p in xs],
                               [(ptr(y), r) for y, r in zip(ys, out_regs)], n)
     kernel(*args)
-    return [y.numpy() for y in ys]
+    return [to_numpy(y) for y in ys]
 
 
 def _unary_public(name, x, a, b):
@@ -75,7 +77,7 @@ def run_unfused(dtype, instrs, consts, inputs, out_regs, n):
         else:
             regs[dst] = _BINARY_PUBLIC[name](regs[a], regs[b])
         assert regs[dst].dtype is dtype and regs[dst].shape == (n,)
-    return [regs[r].numpy() for r in out_regs]
+    return [to_numpy(regs[r]) for r in out_regs]
 
 
 # ---- random programs -------------------------------------------------------------------------
@@ -239,7 +241,7 @@ def test_several_outputs_and_outputs_of_input_registers():
     got = run_fused(st.float64, prog, [1.0, 0.5], [(x, 1, n)], [0, 1, 6, 1, 5], n)
     np.testing.assert_array_equal(got[0], -x)
     t = st.tensor(x)  # the library's own exp: numpy's picks a kernel per CPU (AVX-512: 1 ulp off)
-    np.testing.assert_array_equal(got[1], (st.exp(t) * t).numpy())
+    np.testing.assert_array_equal(got[1], to_numpy(st.exp(t) * t))
     np.testing.assert_array_equal(got[2], -x + 0.5)
     np.testing.assert_array_equal(got[3], got[1])
     np.testing.assert_array_equal(got[4], np.full(n, 0.5))
@@ -252,20 +254,20 @@ def test_several_outputs_and_outputs_of_input_registers():
 def test_output_may_overwrite_a_full_length_input():
     n = 5000
     x = st.tensor(np.linspace(-1, 1, n))
-    ref = x.numpy() * 2.0 + 1.0
+    ref = to_numpy(x) * 2.0 + 1.0
     kernel, args = fused_call(x._be, st.float64, [("load", 0, 0, 0), ("affine", 0, 0, 0)],
                               [2.0, 1.0], [(ptr(x), 1, n)], [(ptr(x), 0)], n)
     kernel(*args)
-    np.testing.assert_array_equal(x.numpy(), ref)
+    np.testing.assert_array_equal(to_numpy(x), ref)
     # the input, overwritten by output 0, is also output 1 unchanged: that output still gets the
     # values read before the overwrite
-    old = x.numpy().copy()
+    old = to_numpy(x)
     y = st.empty(n, dtype=st.float64)
     kernel, args = fused_call(x._be, st.float64, [("load", 0, 0, 0), ("exp", 1, 0, 0)], [],
                               [(ptr(x), 1, n)], [(ptr(x), 1), (ptr(y), 0)], n)
     kernel(*args)
-    np.testing.assert_array_equal(y.numpy(), old)
-    np.testing.assert_array_equal(x.numpy(), st.exp(st.tensor(old)).numpy())
+    np.testing.assert_array_equal(to_numpy(y), old)
+    np.testing.assert_array_equal(to_numpy(x), to_numpy(st.exp(st.tensor(old))))
 
 
 def test_n_zero_runs_nothing():

@@ -8,6 +8,8 @@ from singa_tensor.autograd import gradcheck, gradgradcheck
 from singa_tensor.ops import REGISTRY
 from singa_tensor.ops import linalg as L
 
+from .helpers import to_numpy
+
 LINALG_OPS = ["matmul", "mm", "bmm", "mv", "dot", "outer", "addmm", "einsum_diagonal", "einsum"]
 NP_DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64}
 
@@ -40,13 +42,13 @@ def test_forward_matches_reference_for_every_dtype(name, args, kwargs):
     assert spec.onnx in (None, "MatMul", "Gemm", "Einsum")
     for dtype in spec.dtypes:
         targs = _to(args, dtype)
-        refs = [t.numpy() if isinstance(t, st.Tensor) else t for t in targs]
+        refs = [to_numpy(t) if isinstance(t, st.Tensor) else t for t in targs]
         got = spec.fn(*targs, **kwargs)
         want = np.asarray(spec.reference(*refs, **kwargs))
         assert got.shape == want.shape, (dtype, got.shape, want.shape)
         assert got.dtype.name == dtype
         tol = 1e-5 if dtype == "float32" else 1e-12
-        np.testing.assert_allclose(got.numpy(), want, rtol=tol, atol=tol)
+        np.testing.assert_allclose(to_numpy(got), want, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("name,args,kwargs", list(_cases()))
@@ -77,7 +79,7 @@ def test_matmul_broadcasting_and_1d_rules(sa, sb):
     got = st.matmul(st.tensor(a), st.tensor(b))
     want = np.matmul(a, b)
     assert got.shape == want.shape
-    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(got), want, rtol=1e-12, atol=1e-12)
 
 
 def test_matmul_reads_transposed_and_broadcast_views_without_copying(monkeypatch):
@@ -87,15 +89,15 @@ def test_matmul_reads_transposed_and_broadcast_views_without_copying(monkeypatch
     a, b = rnd(6, 4, seed=3), rnd(5, 6, seed=4)
     ta, tb = st.tensor(a), st.tensor(b)
     # a.T is (4, 6) with strides (1, 4); b.T is (6, 5) with strides (1, 6)
-    np.testing.assert_allclose(st.matmul(ta.t(), tb.t()).numpy(), a.T @ b.T, rtol=1e-12)
-    np.testing.assert_allclose(st.matmul(tb, ta).numpy(), b @ a, rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(st.matmul(ta.t(), tb.t())), a.T @ b.T, rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(st.matmul(tb, ta)), b @ a, rtol=1e-12)
     # batched transposed view and a weight broadcast over the batch (stride 0)
     x = rnd(3, 6, 4, seed=5)
     tx = st.tensor(x).transpose(1, 2)
-    np.testing.assert_allclose(st.matmul(tx, st.tensor(a)).numpy(),
+    np.testing.assert_allclose(to_numpy(st.matmul(tx, st.tensor(a))),
                                np.swapaxes(x, 1, 2) @ a, rtol=1e-12)
     w = st.tensor(a).expand(3, 6, 4)
-    np.testing.assert_allclose(st.matmul(st.tensor(b), w).numpy(),
+    np.testing.assert_allclose(to_numpy(st.matmul(st.tensor(b), w)),
                                np.broadcast_to(b @ a, (3, 5, 4)), rtol=1e-12)
     assert copies == []
 
@@ -105,15 +107,15 @@ def test_matmul_copies_layouts_blas_cannot_read():
     # batch dims (3, 4) after the permute do not collapse to one stride
     tx = st.tensor(x).permute(1, 0, 2)
     y = rnd(3, 5, 2, seed=7)
-    np.testing.assert_allclose(st.matmul(tx, st.tensor(y)).numpy(),
+    np.testing.assert_allclose(to_numpy(st.matmul(tx, st.tensor(y))),
                                np.transpose(x, (1, 0, 2)) @ y, rtol=1e-12)
     # a matrix whose dims both have stride > 1 (an expanded column)
     c = st.tensor(rnd(4, 1, seed=8)).expand(4, 3)
-    np.testing.assert_allclose(st.matmul(c, st.tensor(y[:, 0])).numpy(),
-                               np.broadcast_to(c.numpy(), (4, 3)) @ y[:, 0], rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(st.matmul(c, st.tensor(y[:, 0]))),
+                               np.broadcast_to(to_numpy(c), (4, 3)) @ y[:, 0], rtol=1e-12)
     # (2, 1) against (1, 3) batch dims: the partly broadcast operands are materialized
     p, q = rnd(2, 1, 3, 4, seed=9), rnd(1, 3, 4, 2, seed=10)
-    np.testing.assert_allclose(st.matmul(st.tensor(p), st.tensor(q)).numpy(), p @ q,
+    np.testing.assert_allclose(to_numpy(st.matmul(st.tensor(p), st.tensor(q))), p @ q,
                                rtol=1e-12)
 
 
@@ -122,7 +124,7 @@ def test_matmul_float32_large_matches_numpy():
     b = rnd(130, 40, seed=12).astype(np.float32)
     got = st.matmul(st.tensor(a), st.tensor(b))
     assert got.dtype is st.float32
-    np.testing.assert_allclose(got.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(to_numpy(got), a @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_integer_matmul_is_exact_and_mixed_dtypes_promote():
@@ -130,11 +132,11 @@ def test_integer_matmul_is_exact_and_mixed_dtypes_promote():
     b = np.arange(8, dtype=np.int64).reshape(4, 2) - 3
     got = st.matmul(st.tensor(a), st.tensor(b))
     assert got.dtype is st.int64
-    np.testing.assert_array_equal(got.numpy(), a @ b)
+    np.testing.assert_array_equal(to_numpy(got), a @ b)
     # the integer loop reads transposed operands through the same flags as BLAS
     ta, tb = st.tensor(a), st.tensor(b)
-    np.testing.assert_array_equal(st.matmul(ta.t(), ta).numpy(), a.T @ a)
-    np.testing.assert_array_equal(st.matmul(tb.t(), ta.t()).numpy(), b.T @ a.T)
+    np.testing.assert_array_equal(to_numpy(st.matmul(ta.t(), ta)), a.T @ a)
+    np.testing.assert_array_equal(to_numpy(st.matmul(tb.t(), ta.t())), b.T @ a.T)
     i32 = st.tensor(np.array([[1, 2], [3, 4]], dtype=np.int32))
     assert st.matmul(i32, i32).dtype is st.int32
     assert st.matmul(i32, i32).tolist() == [[7, 10], [15, 22]]
@@ -153,20 +155,20 @@ def test_matmul_backward_reduces_broadcast_batch_dims():
     assert out.shape == (2, 3, 4, 6)
     out.sum().backward()
     g = np.ones((2, 3, 4, 6))
-    an, wn, vn = a.detach().numpy(), w.detach().numpy(), v.detach().numpy()
+    an, wn, vn = to_numpy(a), to_numpy(w), to_numpy(v)
     gh = g @ np.swapaxes(vn, -1, -2)  # grad at a @ w
-    np.testing.assert_allclose(v.grad.numpy(),
+    np.testing.assert_allclose(to_numpy(v.grad),
                                (np.swapaxes(an @ wn, -1, -2) @ g).sum(1, keepdims=True),
                                rtol=1e-10)
-    np.testing.assert_allclose(w.grad.numpy(), (np.swapaxes(an, -1, -2) @ gh).sum((0, 1)),
+    np.testing.assert_allclose(to_numpy(w.grad), (np.swapaxes(an, -1, -2) @ gh).sum((0, 1)),
                                rtol=1e-10)
-    np.testing.assert_allclose(a.grad.numpy(), gh @ wn.T, rtol=1e-10)
+    np.testing.assert_allclose(to_numpy(a.grad), gh @ wn.T, rtol=1e-10)
 
 
 def test_tensor_methods_are_bound():
     a = st.tensor(rnd(3, 4, seed=16))
     b = st.tensor(rnd(4, 2, seed=17))
-    np.testing.assert_allclose(a.matmul(b).numpy(), a.mm(b).numpy())
+    np.testing.assert_allclose(to_numpy(a.matmul(b)), to_numpy(a.mm(b)))
     v = st.tensor([1.0, 2.0])
     assert v.dot(v).item() == 5.0
     assert v.outer(v).tolist() == [[1.0, 2.0], [2.0, 4.0]]
@@ -210,7 +212,7 @@ def test_einsum_matches_numpy(eq, shapes):
     got = st.einsum(eq, *[st.tensor(a) for a in arrays])
     want = np.einsum(eq, *arrays)
     assert got.shape == want.shape
-    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(got), want, rtol=1e-12, atol=1e-12)
 
 
 def test_einsum_list_form_gradients_and_integers():
@@ -286,7 +288,7 @@ def test_batched_products_of_every_size_class_match_numpy():
     for batch, m, k, n in ((8, 16, 16, 16), (4, 64, 128, 64), (2, 256, 128, 256)):
         a = r.standard_normal((batch, m, k)).astype(np.float32)
         b = r.standard_normal((batch, k, n)).astype(np.float32)
-        got = (st.tensor(a) @ st.tensor(b)).numpy()
+        got = to_numpy(st.tensor(a) @ st.tensor(b))
         np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
 
 

@@ -12,6 +12,8 @@ import singa_tensor as st
 from singa_tensor.autograd import gradcheck, gradgradcheck
 from singa_tensor.ops import REGISTRY
 
+from .helpers import to_numpy
+
 OPS = ["sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "all", "any",
        "var", "std", "logsumexp", "softmax", "log_softmax", "cumsum", "cumprod", "norm"]
 
@@ -46,7 +48,7 @@ def _check(out, ref, rtol, atol):
     assert len(outs) == len(refs)
     for o, r in zip(outs, refs):
         r = np.asarray(r)
-        got = o.numpy()
+        got = to_numpy(o)
         assert got.shape == r.shape
         if r.dtype.kind in "biu":
             assert got.dtype == r.dtype
@@ -125,14 +127,14 @@ def test_tensor_methods_bound():
     x = st.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]])
     assert x.max(dim=0).values.tolist() == [7.0, 5.0, 3.0]
     assert x.max(dim=0).indices.tolist() == [1, 0, 1]
-    np.testing.assert_allclose(x.softmax(-1).numpy(), REGISTRY["softmax"].reference(
-        x.numpy(), -1), rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(x.softmax(-1)), REGISTRY["softmax"].reference(
+        to_numpy(x), -1), rtol=1e-6)
     assert x.argmax().item() == 3 and x.argmin(dim=1).tolist() == [0, 1]
     assert x.cumsum(1).tolist() == [[1.0, 6.0, 8.0], [7.0, 7.0, 10.0]]
     assert x.amax(1).tolist() == [5.0, 7.0] and x.prod().item() == 0.0
     assert x.all().item() is False and x.any(dim=0).tolist() == [True, True, True]
     assert abs(x.norm().item() - math.sqrt(88.0)) < 1e-5
-    assert abs(x.std().item() - np.std(x.numpy(), ddof=1)) < 1e-5
+    assert abs(x.std().item() - np.std(to_numpy(x), ddof=1)) < 1e-5
     assert x.logsumexp(1).shape == (2,) and x.log_softmax(0).shape == (2, 3)
     assert x.var(1, keepdim=True).shape == (2, 1) and x.cumprod(0).shape == (2, 3)
 
@@ -141,7 +143,7 @@ def test_nan_wins():
     nan = float("nan")
     x = st.tensor([[1.0, nan, 3.0, nan], [4.0, 2.0, -1.0, 0.0]])
     assert math.isnan(st.amax(x).item()) and math.isnan(st.min(x).item())
-    assert np.isnan(st.amax(x, dim=1).numpy()).tolist() == [True, False]
+    assert np.isnan(to_numpy(st.amax(x, dim=1))).tolist() == [True, False]
     assert st.amin(x, dim=1).tolist()[1] == -1.0
     r = st.max(x, dim=1)
     assert math.isnan(r.values.tolist()[0]) and r.indices.tolist() == [1, 0]
@@ -149,7 +151,7 @@ def test_nan_wins():
     assert st.argmax(x).item() == 1
     # along a non-last dim (the strided kernel path)
     assert st.argmax(x.t(), dim=0).tolist() == [1, 0]
-    assert np.isnan(st.amax(x.t(), dim=0).numpy()).tolist() == [True, False]
+    assert np.isnan(to_numpy(st.amax(x.t(), dim=0))).tolist() == [True, False]
 
 
 def test_infinities_and_long_rows():
@@ -167,24 +169,24 @@ def test_infinities_and_long_rows():
 def test_amax_gradient_split_between_ties():
     x = st.tensor([[1.0, 3.0, 3.0, 2.0], [3.0, 3.0, 3.0, 0.0]], requires_grad=True)
     st.amax(x, dim=1).sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), [[0, 0.5, 0.5, 0], [1 / 3, 1 / 3, 1 / 3, 0]])
+    np.testing.assert_allclose(to_numpy(x.grad), [[0, 0.5, 0.5, 0], [1 / 3, 1 / 3, 1 / 3, 0]])
     x.grad = None
     st.max(x).backward()  # whole-tensor max: five tied elements share the gradient
-    np.testing.assert_allclose(x.grad.numpy(), [[0, 0.2, 0.2, 0], [0.2, 0.2, 0.2, 0]])
+    np.testing.assert_allclose(to_numpy(x.grad), [[0, 0.2, 0.2, 0], [0.2, 0.2, 0.2, 0]])
     x.grad = None
     st.max(x, dim=1).values.sum().backward()  # with a dim: the reported index takes it all
-    np.testing.assert_allclose(x.grad.numpy(), [[0, 1, 0, 0], [1, 0, 0, 0]])
+    np.testing.assert_allclose(to_numpy(x.grad), [[0, 1, 0, 0], [1, 0, 0, 0]])
     y = st.tensor([2.0, 1.0, 1.0], requires_grad=True)
     st.amin(y).backward()
-    np.testing.assert_allclose(y.grad.numpy(), [0, 0.5, 0.5])
+    np.testing.assert_allclose(to_numpy(y.grad), [0, 0.5, 0.5])
 
 
 def test_argmax_keepdim_and_flatten():
     x = st.tensor(np.arange(24.0).reshape(2, 3, 4)[:, ::-1, :].copy())
-    assert st.argmax(x).item() == np.argmax(x.numpy())
+    assert st.argmax(x).item() == np.argmax(to_numpy(x))
     assert st.argmax(x, keepdim=True).shape == (1, 1, 1)
     assert st.argmin(x, dim=1, keepdim=True).tolist() == np.argmin(
-        x.numpy(), axis=1, keepdims=True).tolist()
+        to_numpy(x), axis=1, keepdims=True).tolist()
     assert st.argmax(st.tensor(5.0)).item() == 0
     assert st.argmax(st.tensor([True, False, True])).item() == 0
     assert not st.argmax(st.tensor([1.0, 2.0], requires_grad=True)).requires_grad
@@ -237,7 +239,7 @@ def test_empty_reductions_with_identity():
     assert st.all(e).item() is True and st.any(e).item() is False
     assert st.all(e, 1).tolist() == [True, True] and st.any(e, 1).tolist() == [False, False]
     assert st.logsumexp(e, 1).tolist() == [-math.inf, -math.inf]
-    assert np.isnan(st.var(e, 1).numpy()).all()
+    assert np.isnan(to_numpy(st.var(e, 1))).all()
     assert st.amax(e, 0).shape == (0,) and st.max(e, 0).indices.shape == (0,)
     assert st.cumsum(e, 1).shape == (2, 0) and st.softmax(e, 1).shape == (2, 0)
 
@@ -304,10 +306,10 @@ def test_var_std_arguments():
     a = np.random.default_rng(1).standard_normal((4, 5))
     x = st.tensor(a)
     np.testing.assert_allclose(st.var(x).item(), np.var(a, ddof=1))
-    np.testing.assert_allclose(st.var(x, 1, False).numpy(), np.var(a, 1))
+    np.testing.assert_allclose(to_numpy(st.var(x, 1, False)), np.var(a, 1))
     np.testing.assert_allclose(st.var(x, False).item(), np.var(a))  # legacy var(x, unbiased)
     np.testing.assert_allclose(st.std(x, (0, 1), correction=2).item(), np.std(a, ddof=2))
-    np.testing.assert_allclose(st.std(x, 0, unbiased=True, keepdim=True).numpy(),
+    np.testing.assert_allclose(to_numpy(st.std(x, 0, unbiased=True, keepdim=True)),
                                np.std(a, 0, ddof=1, keepdims=True))
     assert math.isnan(st.var(st.tensor([1.0])).item())  # no degrees of freedom
 
@@ -315,14 +317,14 @@ def test_var_std_arguments():
 def test_prod_gradient_with_zeros():
     x = st.tensor([[2.0, 0.0, 3.0], [0.0, 0.0, 5.0], [2.0, 4.0, 0.5]], requires_grad=True)
     st.prod(x, 1).sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), [[0, 6, 0], [0, 0, 0], [2, 1, 8]])
+    np.testing.assert_allclose(to_numpy(x.grad), [[0, 6, 0], [0, 0, 0], [2, 1, 8]])
     y = st.tensor([1.5, 0.0, -2.0], dtype=st.float64, requires_grad=True)
     assert gradcheck(lambda t: st.prod(t), (y,))
 
 
 def test_softmax_values_and_stability():
     a = np.array([[1000.0, 1000.0, -1000.0], [1.0, 2.0, 3.0]])
-    sm = st.softmax(st.tensor(a), 1).numpy()
+    sm = to_numpy(st.softmax(st.tensor(a), 1))
     np.testing.assert_allclose(sm, REGISTRY["softmax"].reference(a, 1), rtol=1e-6, atol=1e-30)
     np.testing.assert_allclose(sm.sum(1), [1, 1], rtol=1e-6)
     lsm = st.log_softmax(st.tensor([0.0, -math.inf, 0.0]), 0).tolist()
@@ -332,7 +334,7 @@ def test_softmax_values_and_stability():
     g = np.array([[0.3, -1.0, 2.0]])
     st.softmax(x, -1).backward(st.tensor(g))
     y = REGISTRY["softmax"].reference(a[1:], -1)
-    np.testing.assert_allclose(x.grad.numpy(), y * (g - (g * y).sum(-1, keepdims=True)))
+    np.testing.assert_allclose(to_numpy(x.grad), y * (g - (g * y).sum(-1, keepdims=True)))
 
 
 def test_logsumexp_infinite_lines():
@@ -348,7 +350,7 @@ def test_norm_orders_and_zero_gradient():
     a = np.array([[3.0, -4.0, 0.0], [1.0, 2.0, -2.0]])
     x = st.tensor(a)
     for p in (2, "fro", 1, 3, 0, 0.5, math.inf, -math.inf):
-        np.testing.assert_allclose(st.norm(x, p, 1).numpy(),
+        np.testing.assert_allclose(to_numpy(st.norm(x, p, 1)),
                                    REGISTRY["norm"].reference(a, p, 1), rtol=1e-6)
     assert st.norm(x, 0).item() == 5.0
     z = st.zeros(3, dtype=st.float64, requires_grad=True)
@@ -362,14 +364,14 @@ def test_cumsum_cumprod_gradients():
     assert x.grad.tolist() == [[3.0, 2.0, 1.0]]
     x.grad = None
     st.cumprod(x, 1).sum().backward()  # d/dx_i of x0 + x0x1 + x0x1x2
-    np.testing.assert_allclose(x.grad.numpy(), [[1 + 2 + 6, 1 + 3, 2]])
+    np.testing.assert_allclose(to_numpy(x.grad), [[1 + 2 + 6, 1 + 3, 2]])
 
 
 @pytest.mark.parametrize("dt", [st.float16, st.bfloat16])
 def test_half_precision_computes_in_float32(dt):
     a = np.random.default_rng(2).standard_normal((3, 5)).astype(np.float32)
     x = st.tensor(a).to(dt)
-    ref = x.float().numpy()
+    ref = to_numpy(x.float())
     tol = 2e-2 if dt is st.bfloat16 else 2e-3
     for fn, expect in [(lambda t: st.amax(t, 1), ref.max(1)),
                        (lambda t: st.prod(t, 0), ref.prod(0)),
@@ -381,7 +383,7 @@ def test_half_precision_computes_in_float32(dt):
                        (lambda t: st.max(t, 1).values, ref.max(1))]:
         out = fn(x)
         assert out.dtype is dt
-        np.testing.assert_allclose(out.float().numpy(), expect, rtol=tol, atol=tol)
+        np.testing.assert_allclose(to_numpy(out.float()), expect, rtol=tol, atol=tol)
     assert st.argmax(x, 1).tolist() == ref.argmax(1).tolist()
 
 
@@ -389,9 +391,9 @@ def test_noncontiguous_and_nonadjacent_dims():
     a = np.random.default_rng(3).standard_normal((3, 4, 5))
     x = st.tensor(a).permute(2, 0, 1)  # a strided view
     b = a.transpose(2, 0, 1)
-    np.testing.assert_allclose(st.amax(x, (0, 2)).numpy(), b.max((0, 2)))
-    np.testing.assert_allclose(st.var(x, (0, 2), keepdim=True).numpy(),
+    np.testing.assert_allclose(to_numpy(st.amax(x, (0, 2))), b.max((0, 2)))
+    np.testing.assert_allclose(to_numpy(st.var(x, (0, 2), keepdim=True)),
                                b.var((0, 2), ddof=1, keepdims=True))
-    np.testing.assert_allclose(st.softmax(x, 1).numpy(), REGISTRY["softmax"].reference(b, 1))
-    np.testing.assert_allclose(st.cumprod(x, 2).numpy(), np.cumprod(b, 2))
+    np.testing.assert_allclose(to_numpy(st.softmax(x, 1)), REGISTRY["softmax"].reference(b, 1))
+    np.testing.assert_allclose(to_numpy(st.cumprod(x, 2)), np.cumprod(b, 2))
     assert st.argmin(x, 0).tolist() == b.argmin(0).tolist()

@@ -9,6 +9,8 @@ import pytest
 
 import singa_tensor as st
 
+from .helpers import to_numpy
+
 # (shape, dim): last axis with lane tails, non-last axes narrower than, and across, the
 # 4096-column tile edge, shapes large enough to be split across threads, and short non-last
 # axes of wide tensors (the CUDA kernel gives those one row of threads per tile)
@@ -46,10 +48,10 @@ def _rtol(dtype):
 def test_extremes_and_args(shape, dim, dtype, nan):
     a = _data(shape, dtype, 1, nan=nan, ties=not nan)
     t = st.tensor(a)
-    np.testing.assert_array_equal(st.amax(t, dim).numpy(), np.max(a, dim))
-    np.testing.assert_array_equal(st.amin(t, dim).numpy(), np.min(a, dim))
-    np.testing.assert_array_equal(st.argmax(t, dim).numpy(), np.argmax(a, dim))
-    np.testing.assert_array_equal(st.argmin(t, dim).numpy(), np.argmin(a, dim))
+    np.testing.assert_array_equal(to_numpy(st.amax(t, dim)), np.max(a, dim))
+    np.testing.assert_array_equal(to_numpy(st.amin(t, dim)), np.min(a, dim))
+    np.testing.assert_array_equal(to_numpy(st.argmax(t, dim)), np.argmax(a, dim))
+    np.testing.assert_array_equal(to_numpy(st.argmin(t, dim)), np.argmin(a, dim))
 
 
 @pytest.mark.parametrize("shape,dim", CASES)
@@ -57,11 +59,11 @@ def test_extremes_and_args(shape, dim, dtype, nan):
 def test_integer_extremes_and_sum(shape, dim, dtype):
     a = np.random.default_rng(2).integers(-50, 50, size=shape).astype(dtype)
     t = st.tensor(a)
-    np.testing.assert_array_equal(st.amax(t, dim).numpy(), np.max(a, dim))
-    np.testing.assert_array_equal(st.amin(t, dim).numpy(), np.min(a, dim))
-    np.testing.assert_array_equal(st.argmax(t, dim).numpy(), np.argmax(a, dim))
-    np.testing.assert_array_equal(st.argmin(t, dim).numpy(), np.argmin(a, dim))
-    np.testing.assert_array_equal(st.sum(t, dim).numpy(), np.sum(a, dim, dtype=np.int64))
+    np.testing.assert_array_equal(to_numpy(st.amax(t, dim)), np.max(a, dim))
+    np.testing.assert_array_equal(to_numpy(st.amin(t, dim)), np.min(a, dim))
+    np.testing.assert_array_equal(to_numpy(st.argmax(t, dim)), np.argmax(a, dim))
+    np.testing.assert_array_equal(to_numpy(st.argmin(t, dim)), np.argmin(a, dim))
+    np.testing.assert_array_equal(to_numpy(st.sum(t, dim)), np.sum(a, dim, dtype=np.int64))
 
 
 @pytest.mark.parametrize("shape,dim", CASES)
@@ -72,12 +74,12 @@ def test_sum_var_logsumexp(shape, dim, dtype, nan):
     t = st.tensor(a)
     a64 = a.astype(np.float64)
     rtol = _rtol(dtype)
-    _close(st.sum(t, dim).numpy(), np.sum(a64, dim), rtol)
+    _close(to_numpy(st.sum(t, dim)), np.sum(a64, dim), rtol)
     if shape[dim] > 1:
-        _close(st.var(t, dim).numpy(), np.var(a64, dim, ddof=1), rtol)
+        _close(to_numpy(st.var(t, dim)), np.var(a64, dim, ddof=1), rtol)
     m = np.max(a64, dim, keepdims=True)
     lse = np.squeeze(m + np.log(np.sum(np.exp(a64 - m), dim, keepdims=True)), dim)
-    _close(st.logsumexp(t, dim).numpy(), lse, rtol)
+    _close(to_numpy(st.logsumexp(t, dim)), lse, rtol)
 
 
 @pytest.mark.parametrize("shape,dim", CASES)
@@ -90,8 +92,8 @@ def test_softmax_paths(shape, dim, dtype, nan):
     s = a64 - np.max(a64, dim, keepdims=True)
     lse = np.log(np.sum(np.exp(s), dim, keepdims=True))
     rtol = _rtol(dtype)
-    _close(st.softmax(t, dim).numpy(), np.exp(s - lse), rtol)
-    _close(st.log_softmax(t, dim).numpy(), s - lse, rtol * 10)
+    _close(to_numpy(st.softmax(t, dim)), np.exp(s - lse), rtol)
+    _close(to_numpy(st.log_softmax(t, dim)), s - lse, rtol * 10)
 
 
 @pytest.mark.parametrize("dim", [0, 1])
@@ -108,11 +110,11 @@ def test_infinite_lines(dim):
         sm = e / e.sum(dim, keepdims=True)
         lse = np.squeeze(shift + np.log(e.sum(dim, keepdims=True)), dim)
     lse = np.where(np.isposinf(np.squeeze(m, dim)), np.inf, lse)  # an infinite term dominates
-    np.testing.assert_array_equal(st.amax(t, dim).numpy(), np.max(a, dim))
-    np.testing.assert_array_equal(st.argmax(t, dim).numpy(), np.argmax(a, dim))
-    np.testing.assert_array_equal(st.argmin(t, dim).numpy(), np.argmin(a, dim))
-    _close(st.softmax(t, dim).numpy(), sm, 1e-6)
-    _close(st.logsumexp(t, dim).numpy(), lse, 1e-6)
+    np.testing.assert_array_equal(to_numpy(st.amax(t, dim)), np.max(a, dim))
+    np.testing.assert_array_equal(to_numpy(st.argmax(t, dim)), np.argmax(a, dim))
+    np.testing.assert_array_equal(to_numpy(st.argmin(t, dim)), np.argmin(a, dim))
+    _close(to_numpy(st.softmax(t, dim)), sm, 1e-6)
+    _close(to_numpy(st.logsumexp(t, dim)), lse, 1e-6)
 
 
 @pytest.mark.parametrize("where", ["early", "late"])
@@ -142,12 +144,12 @@ def test_float32_sums_stay_accurate():
     t = st.tensor(a)
     for dim in (0, 1, None):
         want = np.sum(a.astype(np.float64), dim)
-        np.testing.assert_allclose(st.sum(t, dim).numpy(), want, rtol=1e-6)
+        np.testing.assert_allclose(to_numpy(st.sum(t, dim)), want, rtol=1e-6)
     # a column sum of 2^20 values 0.1: running float32 accumulation would be 1% off
     col = np.full((1 << 20, 2), 0.1, np.float32)
     want = np.sum(col.astype(np.float64), 0)
-    np.testing.assert_allclose(st.sum(st.tensor(col), 0).numpy(), want, rtol=1e-7)
-    assert abs(st.var(st.tensor(a + 1000), 0).numpy() - np.var(a.astype(np.float64) + 1000,
+    np.testing.assert_allclose(to_numpy(st.sum(st.tensor(col), 0)), want, rtol=1e-7)
+    assert abs(to_numpy(st.var(st.tensor(a + 1000), 0)) - np.var(a.astype(np.float64) + 1000,
                                                                0, ddof=1)).max() < 1e-4
 
 
@@ -160,16 +162,16 @@ def test_long_row_softmax_logsumexp_var(dtype):
     s = a64 - a64.max()
     lse = np.log(np.exp(s).sum())
     rtol = _rtol(dtype) * 5
-    _close(st.softmax(t, 0).numpy(), np.exp(s - lse), rtol)
-    _close(st.log_softmax(t, 0).numpy(), s - lse, rtol)
+    _close(to_numpy(st.softmax(t, 0)), np.exp(s - lse), rtol)
+    _close(to_numpy(st.log_softmax(t, 0)), s - lse, rtol)
     _close(st.logsumexp(t, 0).item(), a64.max() + lse, rtol)
     _close(st.var(t).item(), np.var(a64, ddof=1), rtol)
     a[n - 7] = np.nan
     t = st.tensor(a)
     assert np.isnan(st.logsumexp(t, 0).item()) and np.isnan(st.var(t).item())
-    assert np.isnan(st.softmax(t, 0).numpy()).all()
+    assert np.isnan(to_numpy(st.softmax(t, 0))).all()
     a[n - 7] = np.inf
     assert st.logsumexp(st.tensor(a), 0).item() == np.inf
     minus = np.full(n, -np.inf, dtype)
     assert st.logsumexp(st.tensor(minus), 0).item() == -np.inf
-    np.testing.assert_array_equal(st.softmax(st.tensor(minus), 0).numpy()[:3], [np.nan] * 3)
+    np.testing.assert_array_equal(to_numpy(st.softmax(st.tensor(minus), 0))[:3], [np.nan] * 3)

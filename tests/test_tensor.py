@@ -8,7 +8,7 @@ import pytest
 
 import singa_tensor as st
 
-from .helpers import DEVICE
+from .helpers import DEVICE, to_numpy
 
 # CPU behaviour is tested on the CPU on every run; the device under test is added when it differs
 DEVICES = ["cpu"] + ([DEVICE] if DEVICE != "cpu" else [])
@@ -55,12 +55,12 @@ def test_transpose_is_strided_view_and_contiguous_copies():
     at = a.T
     assert at.shape == (3, 2) and at.stride() == (1, 3)
     assert not at.is_contiguous()
-    np.testing.assert_array_equal(at.numpy(), base.T)
+    np.testing.assert_array_equal(to_numpy(at), base.T)
     c = at.contiguous()
     assert c.is_contiguous() and c.stride() == (2, 1)
-    np.testing.assert_array_equal(c.numpy(), base.T)
+    np.testing.assert_array_equal(to_numpy(c), base.T)
     c.fill_(0)  # a copy: the original is untouched
-    np.testing.assert_array_equal(a.numpy(), base)
+    np.testing.assert_array_equal(to_numpy(a), base)
     assert a.contiguous() is a
 
 
@@ -87,7 +87,7 @@ def test_numpy_on_requires_grad_raises():
     t = st.ones(2, requires_grad=True)
     with pytest.raises(RuntimeError, match=r"requires grad.*detach\(\)\.numpy\(\)"):
         t.numpy()
-    np.testing.assert_array_equal(t.detach().numpy(), [1.0, 1.0])
+    np.testing.assert_array_equal(t.detach().cpu().numpy(), [1.0, 1.0])
 
 
 def test_numpy_of_bfloat16_raises():
@@ -188,7 +188,7 @@ def test_to_dtype_round_trip(dtype):
     t = st.tensor(vals, dtype=st.float64)
     d = t.to(dtype)
     assert d.dtype is dtype and d.shape == (5,)
-    back = d.to(st.float64).numpy()
+    back = to_numpy(d.to(st.float64))
     want = (vals != 0).astype(np.float64) if dtype is st.bool else vals
     np.testing.assert_array_equal(back, want)
     assert t.to(st.float64) is t  # no change, no copy
@@ -204,15 +204,15 @@ def test_float16_rounding_matches_numpy():
     vals = np.array([1 / 3, 0.1, 65504.0, 1e-5, -2.7182818], dtype=np.float32)
     h = st.tensor(vals).half()
     assert h.dtype is st.float16
-    np.testing.assert_array_equal(h.numpy(), vals.astype(np.float16))
-    np.testing.assert_array_equal(h.float().numpy(), vals.astype(np.float16).astype(np.float32))
+    np.testing.assert_array_equal(to_numpy(h), vals.astype(np.float16))
+    np.testing.assert_array_equal(to_numpy(h.float()), vals.astype(np.float16).astype(np.float32))
 
 
 def test_float16_conversions_are_exact_over_every_bit_pattern():
     # the vectorised (F16C) and scalar paths both run: 65536 values, not a multiple of 8 after
     # the slice, so the scalar tail is exercised too
     h = np.arange(65536, dtype=np.uint16).view(np.float16)[3:]
-    f = st.tensor(h).float().numpy()
+    f = to_numpy(st.tensor(h).float())
     ref = h.astype(np.float32)
     assert np.array_equal(f, ref, equal_nan=True)
     rng = np.random.default_rng(0)
@@ -221,16 +221,16 @@ def test_float16_conversions_are_exact_over_every_bit_pattern():
                                     np.float32)])
     with np.errstate(over="ignore"):
         want = x.astype(np.float16)
-    got = st.tensor(x).half().numpy()
+    got = to_numpy(st.tensor(x).half())
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
-    assert np.isnan(st.tensor(np.array([np.nan] * 9, np.float32)).half().numpy()).all()
+    assert np.isnan(to_numpy(st.tensor(np.array([np.nan] * 9, np.float32)).half())).all()
 
 
 def test_bfloat16_rounding_matches_bit_level_reference():
     vals = np.array([1 / 3, 2 / 3, 0.1, 3.14159265, 1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8,
                      -2.5e-3, 1e30, 3.4028235e38, np.inf, -np.inf, 0.0, -0.0, 1e-40],
                     dtype=np.float32)
-    got = st.tensor(vals).to(st.bfloat16).float().numpy()
+    got = to_numpy(st.tensor(vals).to(st.bfloat16).float())
     want = bf16_reference(vals)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     assert got[0] == np.float32(0.333984375)  # 1/3 in bf16
@@ -239,12 +239,12 @@ def test_bfloat16_rounding_matches_bit_level_reference():
 
 
 def test_bfloat16_nan_and_round_trip():
-    got = st.tensor([np.nan, 1.5]).to(st.bfloat16).float().numpy()
+    got = to_numpy(st.tensor([np.nan, 1.5]).to(st.bfloat16).float())
     assert np.isnan(got[0]) and got[1] == 1.5
     exact = bf16_reference(np.linspace(-4, 4, 33, dtype=np.float32))
     b = st.tensor(exact).bfloat16()
-    np.testing.assert_array_equal(b.float().numpy(), exact)
-    np.testing.assert_array_equal(b.to(st.float64).numpy(), exact.astype(np.float64))
+    np.testing.assert_array_equal(to_numpy(b.float()), exact)
+    np.testing.assert_array_equal(to_numpy(b.to(st.float64)), exact.astype(np.float64))
 
 
 def test_to_dtype_is_differentiable():
@@ -253,7 +253,7 @@ def test_to_dtype_is_differentiable():
     assert y.requires_grad
     (y * y).sum().backward()
     assert x.grad.dtype is st.float32
-    np.testing.assert_allclose(x.grad.numpy(), [1.0, 3.0])
+    np.testing.assert_allclose(to_numpy(x.grad), [1.0, 3.0])
 
 
 def test_to_unknown_argument_raises():
@@ -270,10 +270,10 @@ def test_detach_shares_storage_and_drops_history():
     d = y.detach()
     assert not d.requires_grad and d.is_leaf and d.grad_fn is None
     d.add_(1.0)  # writes through to y's storage
-    np.testing.assert_array_equal(y.detach().numpy(), [4.0, 7.0])
+    np.testing.assert_array_equal(to_numpy(y), [4.0, 7.0])
     dx = x.detach()
     dx.zero_()
-    np.testing.assert_array_equal(x.detach().numpy(), [0.0, 0.0])
+    np.testing.assert_array_equal(to_numpy(x), [0.0, 0.0])
 
 
 def test_clone_copies_and_keeps_graph():
@@ -282,9 +282,9 @@ def test_clone_copies_and_keeps_graph():
     assert c.requires_grad and c.grad_fn is not None
     with st.no_grad():
         c.add_(5.0)
-    np.testing.assert_array_equal(x.detach().numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(to_numpy(x), [1.0, 2.0])
     (x.clone() * 2).sum().backward()
-    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(to_numpy(x.grad), [2.0, 2.0])
 
 
 def test_requires_grad_flags():

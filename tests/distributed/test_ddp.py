@@ -12,6 +12,7 @@ import singa_tensor.distributed as dist
 from singa_tensor import nn
 from singa_tensor.utils.data import DataLoader, DistributedSampler, TensorDataset
 
+from ..helpers import to_numpy
 from .mpi_run import needs_mpi, run
 
 BODY = """
@@ -126,12 +127,12 @@ def test_world_of_one_state_dict_and_forward():
     ddp = nn.parallel.DistributedDataParallel(net, bucket_bytes=16)
     assert ddp.module is net
     x = st.ones(2, 3)
-    np.testing.assert_array_equal(ddp(x).detach().numpy(), net(x).detach().numpy())
+    np.testing.assert_array_equal(to_numpy(ddp(x)), to_numpy(net(x)))
     ddp(x).sum().backward()
-    g = net[2].weight.grad.numpy().copy()
+    g = to_numpy(net[2].weight.grad)
     plain = _net()
     plain(x).sum().backward()
-    np.testing.assert_allclose(g, plain[2].weight.grad.numpy())
+    np.testing.assert_allclose(g, to_numpy(plain[2].weight.grad))
     # state dict keys are the module's, and PyTorch-style "module." keys load too
     assert list(ddp.state_dict()) == list(net.state_dict()) == ["0.weight", "0.bias",
                                                                 "2.weight", "2.bias"]
@@ -158,7 +159,7 @@ def test_unused_parameter_without_find_unused_is_reported():
     with pytest.raises(RuntimeError, match="find_unused_parameters=True.*finish"):
         ddp(st.ones(1, 2))
     ddp.finish()  # the way out: launches the rest with zero gradients
-    assert ddp.module.b.weight.grad.numpy().tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    assert to_numpy(ddp.module.b.weight.grad).tolist() == [[0.0, 0.0], [0.0, 0.0]]
     ddp(st.ones(1, 2)).sum().backward()
 
 

@@ -11,6 +11,7 @@ import singa_tensor as st
 from singa_tensor import nn, optim
 from singa_tensor.optim.dist_opt import plan_buckets
 
+from ..helpers import to_numpy
 from .mpi_run import needs_mpi, run
 
 # Every rank trains the same MLP (initialized differently per rank, so the broadcast matters)
@@ -153,7 +154,7 @@ def test_world_of_one_matches_plain_optimizer():
         oa.step()
         assert ob.backward_and_update(_loss(b)) == 0  # a world of one sends nothing
     for pa, pb in zip(a.parameters(), b.parameters()):
-        np.testing.assert_allclose(pb.detach().numpy(), pa.detach().numpy(), atol=1e-7)
+        np.testing.assert_allclose(to_numpy(pb), to_numpy(pa), atol=1e-7)
     assert ob.last_bytes_sent == 0
     assert ob.param_groups[0]["lr"] == 0.2  # the wrapped optimizer shows through
 
@@ -165,17 +166,17 @@ def test_sparse_everything_equals_full_and_error_feedback_keeps_the_rest():
     oa.backward_and_update(_loss(a))
     ob.backward_and_sparse_update(_loss(b), spars=1.0, topK=True)
     for pa, pb in zip(a.parameters(), b.parameters()):
-        np.testing.assert_allclose(pb.detach().numpy(), pa.detach().numpy(), atol=1e-7)
+        np.testing.assert_allclose(to_numpy(pb), to_numpy(pa), atol=1e-7)
     # with a threshold nothing passes, the whole gradient stays in the residual
     w = st.tensor([0.5, -0.25], requires_grad=True)
     opt = optim.DistOpt(optim.SGD([w], lr=1.0))
     assert opt.backward_and_sparse_update((w * w).sum() / 2, spars=10.0) == 8  # the count only
     assert w.tolist() == [0.5, -0.25]
-    np.testing.assert_allclose(opt._residuals[0].numpy(), [0.5, -0.25])
+    np.testing.assert_allclose(to_numpy(opt._residuals[0]), [0.5, -0.25])
     # the next step sends residual + gradient where it exceeds the threshold
     opt.backward_and_sparse_update((w * w).sum() * 10, spars=6.0)
     np.testing.assert_allclose(w.tolist(), [0.5 - 10.5, -0.25])
-    np.testing.assert_allclose(opt._residuals[0].numpy(), [0.0, -5.25])
+    np.testing.assert_allclose(to_numpy(opt._residuals[0]), [0.0, -5.25])
 
 
 def test_half_rounds_to_float16_and_clips():

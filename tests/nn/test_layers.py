@@ -11,6 +11,8 @@ import singa_tensor as st
 import singa_tensor.nn.functional as F
 from singa_tensor import nn
 
+from ..helpers import to_numpy
+
 RNG = np.random.default_rng(0)
 
 
@@ -25,36 +27,36 @@ def t64(a, requires_grad=False):
 @pytest.mark.parametrize("bias", [True, False])
 def test_linear_forward_and_gradients_against_numpy(shape, bias):
     fc = nn.Linear(3, 4, bias=bias).double()
-    w = fc.weight.detach().numpy().copy()
-    b = fc.bias.detach().numpy().copy() if bias else np.zeros(4)
+    w = to_numpy(fc.weight)
+    b = to_numpy(fc.bias) if bias else np.zeros(4)
     x = RNG.standard_normal(shape)
     xt = t64(x, requires_grad=True)
     y = fc(xt)
-    np.testing.assert_allclose(y.detach().numpy(), x @ w.T + b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(y), x @ w.T + b, rtol=1e-12, atol=1e-12)
     g = RNG.standard_normal(y.shape)
     (y * t64(g)).sum().backward()
     # y = x W^T + b  =>  dx = g W,  dW = sum over batch of g^T x,  db = sum over batch of g
     x2, g2 = x.reshape(-1, 3), g.reshape(-1, 4)
-    np.testing.assert_allclose(xt.grad.numpy(), g @ w, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(fc.weight.grad.numpy(), g2.T @ x2, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(xt.grad), g @ w, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(fc.weight.grad), g2.T @ x2, rtol=1e-12, atol=1e-12)
     if bias:
-        np.testing.assert_allclose(fc.bias.grad.numpy(), g2.sum(0), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(to_numpy(fc.bias.grad), g2.sum(0), rtol=1e-12, atol=1e-12)
 
 
 def test_linear_default_init_matches_pytorch_bounds():
     st.manual_seed(0)
     fc = nn.Linear(400, 300)
     bound = 1.0 / math.sqrt(400)  # kaiming_uniform_(a=sqrt(5)) reduces to this bound
-    w, b = fc.weight.detach().numpy(), fc.bias.detach().numpy()
+    w, b = to_numpy(fc.weight), to_numpy(fc.bias)
     assert np.abs(w).max() <= bound and np.abs(b).max() <= bound
     assert abs(w.std() - bound / math.sqrt(3)) < 0.01 * bound
     assert abs(w.mean()) < 0.01 * bound
     assert fc.weight.dtype is st.float32 and fc.weight.requires_grad
     assert nn.Linear(2, 2, dtype=st.float64).weight.dtype is st.float64
     st.manual_seed(5)
-    a = nn.Linear(3, 3).weight.detach().numpy().copy()
+    a = to_numpy(nn.Linear(3, 3).weight)
     st.manual_seed(5)
-    np.testing.assert_array_equal(nn.Linear(3, 3).weight.detach().numpy(), a)
+    np.testing.assert_array_equal(to_numpy(nn.Linear(3, 3).weight), a)
 
 
 def test_linear_bad_input():
@@ -101,7 +103,7 @@ ACTIVATIONS = [
 @pytest.mark.parametrize("module,ref", ACTIVATIONS, ids=[repr(m) for m, _ in ACTIVATIONS])
 def test_activation_modules_against_numpy(module, ref):
     x = RNG.uniform(-3, 3, (4, 5))
-    np.testing.assert_allclose(module(t64(x)).numpy(), ref(x), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(module(t64(x))), ref(x), rtol=1e-9, atol=1e-12)
 
 
 def test_activation_gradients_against_hand_derivation():
@@ -117,23 +119,23 @@ def test_activation_gradients_against_hand_derivation():
     for fn, expect in cases:
         xt = t64(x, requires_grad=True)
         fn(xt).sum().backward()
-        np.testing.assert_allclose(xt.grad.numpy(), expect, rtol=1e-10)
+        np.testing.assert_allclose(to_numpy(xt.grad), expect, rtol=1e-10)
 
 
 def test_functional_inplace_variants_write_into_the_input():
     x = t64([-1.0, 2.0])
     assert F.relu(x, inplace=True) is x
-    np.testing.assert_array_equal(x.numpy(), [0.0, 2.0])
+    np.testing.assert_array_equal(to_numpy(x), [0.0, 2.0])
     y = t64([-1.0, 2.0])
     F.leaky_relu(y, 0.5, inplace=True)
-    np.testing.assert_array_equal(y.numpy(), [-0.5, 2.0])
+    np.testing.assert_array_equal(to_numpy(y), [-0.5, 2.0])
 
 
 def test_softmax_implicit_dim_warns_and_picks_pytorch_dim():
     x = RNG.standard_normal((2, 3))
     with pytest.warns(UserWarning, match="implicit dimension choice"):
         y = nn.Softmax()(t64(x))
-    np.testing.assert_allclose(y.numpy(), _softmax(x, 1), rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(y), _softmax(x, 1), rtol=1e-12)
 
 
 def test_flatten_and_gelu_errors():
@@ -153,16 +155,16 @@ def test_dropout_eval_is_identity_and_train_masks_and_scales():
     x = st.ones(200, 100, requires_grad=True)
     st.manual_seed(3)
     y = drop(x)
-    v = y.detach().numpy()
+    v = to_numpy(y)
     zero = v == 0
     assert abs(zero.mean() - 0.3) < 0.01
     np.testing.assert_allclose(v[~zero], 1 / 0.7, rtol=1e-6)
     # the gradient flows only through kept elements, scaled the same way
     y.sum().backward()
-    np.testing.assert_allclose(x.grad.numpy(), np.where(zero, 0.0, 1 / 0.7), rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(x.grad), np.where(zero, 0.0, 1 / 0.7), rtol=1e-6)
     # seeded: the same mask again
     st.manual_seed(3)
-    np.testing.assert_array_equal(drop(x).detach().numpy(), v)
+    np.testing.assert_array_equal(to_numpy(drop(x)), v)
     drop.eval()
     assert drop(x) is x
     assert F.dropout(x, 0.0) is x
@@ -170,7 +172,7 @@ def test_dropout_eval_is_identity_and_train_masks_and_scales():
 
 def test_dropout_extremes_and_bad_p():
     x = t64(RNG.standard_normal(50))
-    np.testing.assert_array_equal(F.dropout(x, 1.0).numpy(), np.zeros(50))
+    np.testing.assert_array_equal(to_numpy(F.dropout(x, 1.0)), np.zeros(50))
     for p in (-0.1, 1.5, "0.5", True):
         with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
             nn.Dropout(p)
@@ -185,31 +187,31 @@ def test_dropout_extremes_and_bad_p():
 
 def test_embedding_forward_and_gradient_counts():
     emb = nn.Embedding(6, 3).double()
-    w = emb.weight.detach().numpy().copy()
+    w = to_numpy(emb.weight)
     idx = np.array([[1, 4, 1], [5, 0, 1]])
     out = emb(st.tensor(idx))
-    np.testing.assert_array_equal(out.detach().numpy(), w[idx])
+    np.testing.assert_array_equal(to_numpy(out), w[idx])
     out.sum().backward()
     counts = np.bincount(idx.ravel(), minlength=6).astype(float)
-    np.testing.assert_array_equal(emb.weight.grad.numpy(), np.repeat(counts[:, None], 3, 1))
+    np.testing.assert_array_equal(to_numpy(emb.weight.grad), np.repeat(counts[:, None], 3, 1))
 
 
 def test_embedding_padding_idx_starts_zero_and_gets_no_gradient():
     st.manual_seed(0)
     emb = nn.Embedding(5, 4, padding_idx=-1)
     assert emb.padding_idx == 4
-    w = emb.weight.detach().numpy()
+    w = to_numpy(emb.weight)
     np.testing.assert_array_equal(w[4], np.zeros(4, np.float32))
     assert np.abs(w[:4]).sum() > 0
-    assert abs(nn.Embedding(200, 50).weight.detach().numpy().std() - 1.0) < 0.05
+    assert abs(to_numpy(nn.Embedding(200, 50).weight).std() - 1.0) < 0.05
     # a non-zero padding row is still looked up as is, but never gets a gradient
     with st.no_grad():
         emb.weight[4].fill_(2.0)
     idx = st.tensor([4, 2, 4, 2])
     out = emb(idx)
-    np.testing.assert_array_equal(out.detach().numpy()[0], np.full(4, 2.0, np.float32))
+    np.testing.assert_array_equal(to_numpy(out)[0], np.full(4, 2.0, np.float32))
     (out * st.arange(4, dtype=st.float32).unsqueeze(1)).sum().backward()
-    g = emb.weight.grad.numpy()
+    g = to_numpy(emb.weight.grad)
     np.testing.assert_array_equal(g[4], np.zeros(4, np.float32))
     np.testing.assert_array_equal(g[2], np.full(4, 1.0 + 3.0, np.float32))
     np.testing.assert_array_equal(g[[0, 1, 3]], np.zeros((3, 4), np.float32))
@@ -219,7 +221,7 @@ def test_embedding_from_pretrained_and_errors():
     table = st.tensor([[1.0, 2.0], [3.0, 4.0]])
     emb = nn.Embedding.from_pretrained(table)
     assert not emb.weight.requires_grad
-    np.testing.assert_array_equal(emb(st.tensor([1])).numpy(), [[3.0, 4.0]])
+    np.testing.assert_array_equal(to_numpy(emb(st.tensor([1]))), [[3.0, 4.0]])
     assert nn.Embedding.from_pretrained(table, freeze=False).weight.requires_grad
     with pytest.raises(IndexError, match="index 6 is out of bounds for dimension 0 with size 6"):
         nn.Embedding(6, 2)(st.tensor([6]))
@@ -235,7 +237,7 @@ def test_embedding_from_pretrained_and_errors():
 
 
 def _stats(t):
-    a = t.detach().numpy().astype(np.float64)
+    a = to_numpy(t).astype(np.float64)
     return a.mean(), a.std()
 
 
@@ -245,9 +247,9 @@ def test_uniform_normal_constant():
     assert abs(m - 1.0) < 0.02 and abs(s - 4 / math.sqrt(12)) < 0.01
     m, s = _stats(nn.init.normal_(st.empty(200, 500), 2.0, 0.5))
     assert abs(m - 2.0) < 0.01 and abs(s - 0.5) < 0.005
-    np.testing.assert_array_equal(nn.init.constant_(st.empty(3), 1.5).numpy(), [1.5] * 3)
-    np.testing.assert_array_equal(nn.init.zeros_(st.ones(3)).numpy(), [0.0] * 3)
-    np.testing.assert_array_equal(nn.init.ones_(st.zeros(3)).numpy(), [1.0] * 3)
+    np.testing.assert_array_equal(to_numpy(nn.init.constant_(st.empty(3), 1.5)), [1.5] * 3)
+    np.testing.assert_array_equal(to_numpy(nn.init.zeros_(st.ones(3))), [0.0] * 3)
+    np.testing.assert_array_equal(to_numpy(nn.init.ones_(st.zeros(3))), [1.0] * 3)
 
 
 def test_init_works_on_parameters_with_grad_enabled_and_is_seeded():
@@ -255,7 +257,7 @@ def test_init_works_on_parameters_with_grad_enabled_and_is_seeded():
     out = nn.init.normal_(p, generator=st.Generator().manual_seed(11))
     assert out is p and p.requires_grad and p.is_leaf
     q = nn.init.normal_(st.empty(10, 10), generator=st.Generator().manual_seed(11))
-    np.testing.assert_array_equal(p.detach().numpy(), q.numpy())
+    np.testing.assert_array_equal(to_numpy(p), to_numpy(q))
 
 
 @pytest.mark.parametrize("shape", [(300, 200), (64, 32, 3, 3)])
@@ -267,7 +269,7 @@ def test_xavier_and_kaiming_statistics(shape):
     for fn in (nn.init.xavier_uniform_, nn.init.xavier_normal_):
         m, s = _stats(fn(st.empty(*shape), gain=2.0))
         assert abs(m) < 0.02 * xavier_std * 2 and abs(s / (2.0 * xavier_std) - 1) < 0.02
-    a = nn.init.xavier_uniform_(st.empty(*shape)).numpy()
+    a = to_numpy(nn.init.xavier_uniform_(st.empty(*shape)))
     assert np.abs(a).max() <= math.sqrt(6.0 / (fan_in + fan_out))
     relu_std_out = math.sqrt(2.0) / math.sqrt(fan_out)
     for fn in (nn.init.kaiming_uniform_, nn.init.kaiming_normal_):
@@ -281,7 +283,7 @@ def test_xavier_and_kaiming_statistics(shape):
 @pytest.mark.parametrize("shape", [(6, 6), (4, 10), (10, 4), (4, 2, 3)])
 def test_orthogonal(shape):
     st.manual_seed(2)
-    q = nn.init.orthogonal_(st.empty(*shape, dtype=st.float64), gain=1.5).numpy()
+    q = to_numpy(nn.init.orthogonal_(st.empty(*shape, dtype=st.float64), gain=1.5))
     q = q.reshape(shape[0], -1) / 1.5
     rows, cols = q.shape
     if rows <= cols:

@@ -11,6 +11,8 @@ import pytest
 import singa_tensor as st
 from singa_tensor import nn
 
+from ..helpers import to_numpy
+
 
 class Block(nn.Module):
     def __init__(self):
@@ -46,7 +48,7 @@ def test_parameter_is_a_leaf_tensor_sharing_data():
     assert not isinstance(data, nn.Parameter)
     with st.no_grad():
         data.fill_(5.0)
-    np.testing.assert_array_equal(p.detach().numpy(), [5.0, 5.0])
+    np.testing.assert_array_equal(to_numpy(p), [5.0, 5.0])
     assert not nn.Parameter(st.zeros(2), requires_grad=False).requires_grad
 
 
@@ -56,7 +58,7 @@ def test_parameter_works_with_every_op_and_gets_gradients():
     y = (st.matmul(x, w) + w[0]).relu().sum() + w.sum()
     y.backward()
     # d/dw of relu(x@w + w[0]).sum(): x@w + w[0] = [-2+1, -2+2] = [-1, 0] -> relu mask [0, 0]
-    np.testing.assert_allclose(w.grad.numpy(), np.ones((2, 2)))
+    np.testing.assert_allclose(to_numpy(w.grad), np.ones((2, 2)))
     # results of ops on a parameter are plain tensors, not parameters
     assert not isinstance(w * 2, nn.Parameter) and not isinstance(w.detach(), nn.Parameter)
 
@@ -153,7 +155,7 @@ def test_zero_grad_set_to_none_or_zeros():
     assert all(p.grad is not None for p in net.parameters())
     net.zero_grad(set_to_none=False)
     for p in net.parameters():
-        np.testing.assert_array_equal(p.grad.numpy(), np.zeros(p.shape, np.float32))
+        np.testing.assert_array_equal(to_numpy(p.grad), np.zeros(p.shape, np.float32))
     net.zero_grad()
     assert all(p.grad is None for p in net.parameters())
 
@@ -171,7 +173,7 @@ def test_requires_grad_and_apply():
             nn.init.constant_(m.weight, 0.5)
 
     net.apply(init_linear)
-    np.testing.assert_array_equal(net.head[1].weight.numpy(), np.full((2, 4), 0.5, np.float32))
+    np.testing.assert_array_equal(to_numpy(net.head[1].weight), np.full((2, 4), 0.5, np.float32))
 
 
 # ---- conversion --------------------------------------------------------------------------------
@@ -181,16 +183,16 @@ def test_to_float64_keeps_parameter_identity_and_converts_grads():
     net = Net()
     net(st.ones(2, 3)).sum().backward()
     params = list(net.parameters())
-    before = [p.detach().numpy().copy() for p in params]
-    grad_before = net.block.fc.weight.grad.numpy().copy()
+    before = [to_numpy(p) for p in params]
+    grad_before = to_numpy(net.block.fc.weight.grad)
     assert net.to(st.float64) is net
     after = list(net.parameters())
     assert all(a is b for a, b in zip(params, after))
     for p, v in zip(after, before):
         assert p.dtype is st.float64 and isinstance(p, nn.Parameter) and p.requires_grad
-        np.testing.assert_array_equal(p.detach().numpy(), v.astype(np.float64))
+        np.testing.assert_array_equal(to_numpy(p), v.astype(np.float64))
     assert net.block.fc.weight.grad.dtype is st.float64
-    np.testing.assert_array_equal(net.block.fc.weight.grad.numpy(), grad_before)
+    np.testing.assert_array_equal(to_numpy(net.block.fc.weight.grad), grad_before)
     # the integer buffer keeps its dtype, float buffers follow
     assert net.block.steps.dtype is st.int64 and net.block.scratch.dtype is st.float64
     y = net(st.ones(2, 3, dtype=st.float64))
@@ -217,8 +219,8 @@ def test_state_dict_names_and_contents():
                         "head.1.weight", "head.1.bias"]  # non-persistent scratch left out
     assert not any(t.requires_grad for t in sd.values())
     assert net.state_dict(keep_vars=True)["block.scale"] is net.block.scale
-    np.testing.assert_array_equal(sd["block.fc.weight"].numpy(),
-                                  net.block.fc.weight.detach().numpy())
+    np.testing.assert_array_equal(to_numpy(sd["block.fc.weight"]),
+                                  to_numpy(net.block.fc.weight))
 
 
 def test_state_dict_round_trip_into_fresh_model():
@@ -228,16 +230,16 @@ def test_state_dict_round_trip_into_fresh_model():
         src.block.steps.fill_(7)
     st.manual_seed(2)
     dst = Net()
-    assert not np.array_equal(src.block.fc.weight.detach().numpy(),
-                              dst.block.fc.weight.detach().numpy())
+    assert not np.array_equal(to_numpy(src.block.fc.weight),
+                              to_numpy(dst.block.fc.weight))
     # copies of the values, as a checkpoint on disk would hold
-    saved = {k: st.tensor(v.numpy().copy()) for k, v in src.state_dict().items()}
+    saved = {k: st.tensor(to_numpy(v)) for k, v in src.state_dict().items()}
     result = dst.load_state_dict(saved)
     assert result.missing_keys == [] and result.unexpected_keys == []
     for k, v in src.state_dict().items():
-        np.testing.assert_array_equal(dst.state_dict()[k].numpy(), v.numpy())
+        np.testing.assert_array_equal(to_numpy(dst.state_dict()[k]), to_numpy(v))
     x = st.randn(5, 3)
-    np.testing.assert_array_equal(dst(x).detach().numpy(), src(x).detach().numpy())
+    np.testing.assert_array_equal(to_numpy(dst(x)), to_numpy(src(x)))
     # loading copies: the parameters are still the model's own objects
     params = list(dst.parameters())
     dst.load_state_dict(src.state_dict())
@@ -258,13 +260,13 @@ def test_load_state_dict_strict_and_non_strict():
     other = Net()
     keys = other.load_state_dict(sd, strict=False)
     assert keys.missing_keys == ["head.1.bias"] and keys.unexpected_keys == ["extra.weight"]
-    np.testing.assert_array_equal(other.head[1].weight.detach().numpy(),
-                                  net.head[1].weight.detach().numpy())
+    np.testing.assert_array_equal(to_numpy(other.head[1].weight),
+                                  to_numpy(net.head[1].weight))
 
 
 def test_load_state_dict_shape_mismatch_copies_nothing():
     net = Net()
-    before = net.block.scale.detach().numpy().copy()
+    before = to_numpy(net.block.scale)
     sd = dict(Net().state_dict())
     sd["block.scale"] = st.full((4,), 3.0)
     sd["block.fc.weight"] = st.zeros(3, 4)
@@ -272,7 +274,7 @@ def test_load_state_dict_shape_mismatch_copies_nothing():
                        r"param with shape \(3, 4\) from checkpoint, the shape in current model "
                        r"is \(4, 3\)"):
         net.load_state_dict(sd, strict=False)
-    np.testing.assert_array_equal(net.block.scale.detach().numpy(), before)
+    np.testing.assert_array_equal(to_numpy(net.block.scale), before)
     with pytest.raises(TypeError, match="expected a mapping"):
         net.load_state_dict([1, 2])
 
@@ -310,10 +312,10 @@ def test_sequential_indexing_slicing_and_ordered_dict():
     assert isinstance(tail, nn.Sequential) and list(tail._modules) == ["act", "out"]
     assert [type(m).__name__ for m in seq] == ["Linear", "Tanh", "Linear"]
     x = np.array([[0.5, -1.0]], np.float32)
-    w1, b1 = seq.fc.weight.detach().numpy(), seq.fc.bias.detach().numpy()
-    w2, b2 = seq.out.weight.detach().numpy(), seq.out.bias.detach().numpy()
+    w1, b1 = to_numpy(seq.fc.weight), to_numpy(seq.fc.bias)
+    w2, b2 = to_numpy(seq.out.weight), to_numpy(seq.out.bias)
     expect = np.tanh(x @ w1.T + b1) @ w2.T + b2
-    np.testing.assert_allclose(seq(st.tensor(x)).detach().numpy(), expect, rtol=1e-5)
+    np.testing.assert_allclose(to_numpy(seq(st.tensor(x))), expect, rtol=1e-5)
     with pytest.raises(IndexError, match="index 3 is out of range for 3 modules"):
         seq[3]
     with pytest.raises(TypeError, match="indices must be integers or slices"):

@@ -19,6 +19,8 @@ from singa_tensor.nn.utils_rnn import (
 )
 from singa_tensor.ops.rnn import gru_cell, lstm_cell, split_rows
 
+from ..helpers import to_numpy
+
 FIXTURES = np.load(Path(__file__).resolve().parents[1] / "data" / "rnn_fixtures.npz")
 F64 = st.float64
 
@@ -29,7 +31,7 @@ def _t(a, requires_grad=False):
 
 
 def _np(t):
-    return t.detach().numpy()
+    return to_numpy(t)
 
 
 def _close(got, want, tol=1e-9):
@@ -165,8 +167,8 @@ def test_fused_cells_float32_against_reference():
     a = gx + gh + b
     i, f, g, o = np.split(a, 4, axis=1)
     want_c = _sig(f) * c + _sig(i) * np.tanh(g)
-    np.testing.assert_allclose(c2.numpy(), want_c, rtol=2e-5, atol=2e-6)
-    np.testing.assert_allclose(h.numpy(), _sig(o) * np.tanh(want_c), rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(to_numpy(c2), want_c, rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(to_numpy(h), _sig(o) * np.tanh(want_c), rtol=2e-5, atol=2e-6)
 
 
 # ---- gradients ---------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import singa_tensor as st
 from singa_tensor import nn
 from singa_tensor.ops import REGISTRY
 
-from ..helpers import spec_inputs
+from ..helpers import spec_inputs, to_numpy
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -32,7 +32,7 @@ def _ours(model, *args) -> list:
     flat = []
     for o in outs:
         flat.extend(o if isinstance(o, tuple) else (o,))
-    return [o.numpy() for o in flat]
+    return [to_numpy(o) for o in flat]
 
 
 def _close(got, want):
@@ -147,10 +147,10 @@ def test_zoo_round_trip_onnxruntime(name, opset):
     assert proto.opset_import[0].version == opset
     assert model.training  # modes restored
     try:
-        _close(_run_ort(proto, {"x": x.numpy()}), _ours(model, x))
+        _close(_run_ort(proto, {"x": to_numpy(x)}), _ours(model, x))
         # another batch size (and sequence length) through the dynamic axes
         for other in ([make(3), make(1)] + ([make(3, 6), make(1, 2)] if name in SEQ else [])):
-            _close(_run_ort(proto, {"x": other.numpy()}), _ours(model, other))
+            _close(_run_ort(proto, {"x": to_numpy(other)}), _ours(model, other))
     finally:
         model.train()
 
@@ -201,9 +201,9 @@ def test_multiple_inputs_and_outputs():
                            dynamic_axes={"x": [0], "y": [0], "p": [0], "s": [0]})
     assert [i.name for i in proto.graph.input] == ["x", "y"]
     assert [o.name for o in proto.graph.output] == ["p", "s"]
-    _close(_run_ort(proto, {"x": x.numpy(), "y": y.numpy()}), _ours(m, x, y))
+    _close(_run_ort(proto, {"x": to_numpy(x), "y": to_numpy(y)}), _ours(m, x, y))
     x5, y5 = st.randn(5, 4), st.randn(5, 2)
-    _close(_run_ort(proto, {"x": x5.numpy(), "y": y5.numpy()}), _ours(m, x5, y5))
+    _close(_run_ort(proto, {"x": to_numpy(x5), "y": to_numpy(y5)}), _ours(m, x5, y5))
 
 
 # ---- import back and fine-tune -------------------------------------------------------------------
@@ -217,7 +217,7 @@ def test_export_then_load_agrees_and_fine_tunes(name):
     loaded = st.onnx.load(proto)
     with st.no_grad():
         got = loaded(x)
-    _close([got.numpy()], _ours(model, x))
+    _close([to_numpy(got)], _ours(model, x))
     target = st.randn(*got.shape)
     opt = st.optim.SGD(list(loaded.parameters()), lr=0.05)
     losses = []
@@ -385,15 +385,15 @@ def test_linear_exports_as_one_gemm_with_transb():
     assert list(gemm.input) == ["input_0", "weight", "bias"]
     assert {a.name: a.i for a in gemm.attribute} == {"transB": 1}
     x5 = st.randn(5, 4)
-    _close(_run_ort(proto, {"input_0": x5.numpy()}), _ours(m, x5))
+    _close(_run_ort(proto, {"input_0": to_numpy(x5)}), _ours(m, x5))
     nobias = nn.Linear(4, 3, bias=False)
     proto = st.onnx.export(nobias, x, None, opset_version=11)
     assert _ops(proto) == ["Gemm", "Identity"] and len(proto.graph.node[0].input) == 2
-    _close(_run_ort(proto, {"input_0": x.numpy()}), _ours(nobias, x))
+    _close(_run_ort(proto, {"input_0": to_numpy(x)}), _ours(nobias, x))
     x3 = st.randn(2, 5, 4)  # N-d input: MatMul + Add
     proto = st.onnx.export(m, x3, None)
     assert "Gemm" not in _ops(proto) and {"MatMul", "Add"} <= set(_ops(proto))
-    _close(_run_ort(proto, {"input_0": x3.numpy()}), _ours(m, x3))
+    _close(_run_ort(proto, {"input_0": to_numpy(x3)}), _ours(m, x3))
 
 
 def test_embedding_exports_as_one_gather_that_follows_batch_and_length():
@@ -404,7 +404,7 @@ def test_embedding_exports_as_one_gather_that_follows_batch_and_length():
                            dynamic_axes={"ids": {0: "b", 1: "t"}, "output_0": {0: "b", 1: "t"}})
     assert _ops(proto) == ["Gather", "Identity"]
     other = st.randint(0, 10, (5, 7))
-    _close(_run_ort(proto, {"ids": other.numpy()}), _ours(m, other))
+    _close(_run_ort(proto, {"ids": to_numpy(other)}), _ours(m, other))
 
 
 PAD_CASES = [(mode, opset) for mode in ("constant", "reflect", "replicate", "circular")
@@ -424,7 +424,7 @@ def test_pad_modes(mode, opset):
     else:
         assert _ops(proto) == ["Constant"] * (_ops(proto).count("Constant")) + ["Pad", "Identity"]
     for t in (x, st.randn(4, 3, 4, 5)):
-        _close(_run_ort(proto, {"input_0": t.numpy()}), _ours(m, t))
+        _close(_run_ort(proto, {"input_0": to_numpy(t)}), _ours(m, t))
 
 
 def test_scatter_add_and_accumulating_index_put_need_opset_16():
@@ -433,13 +433,13 @@ def test_scatter_add_and_accumulating_index_put_need_opset_16():
     with pytest.raises(RuntimeError, match=r"op 'scatter_add' has no ONNX form \(opset 13\)"):
         st.onnx.export(m, (x, src), None, opset_version=13)
     proto = st.onnx.export(m, (x, src), None, opset_version=16)
-    _close(_run_ort(proto, {"input_0": x.numpy(), "input_1": src.numpy()}), _ours(m, x, src))
+    _close(_run_ort(proto, {"input_0": to_numpy(x), "input_1": to_numpy(src)}), _ours(m, x, src))
     put = _Fn(lambda a, v: st.index_put(a, (st.tensor([1, 1, 0]),), v, accumulate=True))
     v = st.randn(3, 4)
     with pytest.raises(RuntimeError, match=r"op 'index_put' has no ONNX form \(opset 13\)"):
         st.onnx.export(put, (x, v), None, opset_version=13)
     proto = st.onnx.export(put, (x, v), None, opset_version=16)
-    _close(_run_ort(proto, {"input_0": x.numpy(), "input_1": v.numpy()}), _ours(put, x, v))
+    _close(_run_ort(proto, {"input_0": to_numpy(x), "input_1": to_numpy(v)}), _ours(put, x, v))
 
 
 @pytest.mark.parametrize("opset", [11, 13, 18])
@@ -450,7 +450,7 @@ def test_sdpa_decomposes_at_every_opset(opset):
         m = _Fn(lambda *xs, kw=kwargs: st.scaled_dot_product_attention(*xs, **kw))
         proto = st.onnx.export(m, tuple(tensors), None, opset_version=opset)
         assert {"MatMul", "Softmax"} <= set(_ops(proto)) and "Attention" not in _ops(proto)
-        feeds = {f"input_{i}": t.numpy() for i, t in enumerate(tensors)}
+        feeds = {f"input_{i}": to_numpy(t) for i, t in enumerate(tensors)}
         _close(_run_ort(proto, feeds), _ours(m, *tensors))
     q = st.randn(1, 3, 4)
     with pytest.raises(RuntimeError, match="dropout_p > 0 cannot be exported"):
@@ -463,7 +463,7 @@ def test_nonzero_and_advanced_indexing_follow_the_data():
     m = _Fn(lambda t: (st.nonzero(t > 0), st.nonzero(t > 0, as_tuple=True)[1], t[1:, [0, 2]]))
     proto = st.onnx.export(m, x, None, dynamic_axes={"input_0": [0]})
     for t in (x, st.tensor([[-1.0, 2.0, 3.0], [4.0, 5.0, -0.5], [1.0, 1.0, 1.0]])):
-        _close(_run_ort(proto, {"input_0": t.numpy()}), _ours(m, t))
+        _close(_run_ort(proto, {"input_0": to_numpy(t)}), _ours(m, t))
 
 
 def test_boolean_mask_indexing_follows_the_data():
@@ -471,7 +471,7 @@ def test_boolean_mask_indexing_follows_the_data():
     x = st.tensor([[1.0, -2.0], [3.0, -4.0]])
     proto = st.onnx.export(m, x, None, dynamic_axes={"input_0": [0]})
     t = st.tensor([[-1.0, 5.0], [2.0, 2.0], [0.5, -1.0]])
-    _close(_run_ort(proto, {"input_0": t.numpy()}), _ours(m, t))
+    _close(_run_ort(proto, {"input_0": to_numpy(t)}), _ours(m, t))
 
 
 def test_inplace_write_to_an_output_is_refused():
@@ -499,5 +499,5 @@ def test_causal_attention_follows_the_sequence_length(opset):
     proto = st.onnx.export(m, (q, k, v), None, opset_version=opset, dynamic_axes=axes)
     for n in (3, 6):
         q2, k2, v2 = st.randn(2, n, 4), st.randn(2, n, 4), st.randn(2, n, 5)
-        feeds = {"input_0": q2.numpy(), "input_1": k2.numpy(), "input_2": v2.numpy()}
+        feeds = {"input_0": to_numpy(q2), "input_1": to_numpy(k2), "input_2": to_numpy(v2)}
         _close(_run_ort(proto, feeds), _ours(m, q2, k2, v2))

@@ -15,6 +15,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import singa_tensor as st  # noqa: E402
 from singa_tensor.onnx import OnnxImportError  # noqa: E402
 
+from ..helpers import to_numpy  # noqa: E402
+
 F, D, I64, B = TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64, TensorProto.BOOL
 
 
@@ -84,9 +86,9 @@ def test_loop_values_and_scan_outputs():
     m = st.onnx.load(_loop_model())
     with st.no_grad():
         y, ys = m(st.tensor([3]), t([1.0, 2.0]))
-    np.testing.assert_allclose(y.numpy(), [1.5 ** 3, 2.0 * (-0.5) ** 3])
+    np.testing.assert_allclose(to_numpy(y), [1.5 ** 3, 2.0 * (-0.5) ** 3])
     assert ys.shape == (3, 2)
-    np.testing.assert_allclose(ys.numpy()[0], [1.5, -1.0])
+    np.testing.assert_allclose(to_numpy(ys)[0], [1.5, -1.0])
 
 
 def test_loop_gradient_reaches_outer_initializer():
@@ -94,9 +96,9 @@ def test_loop_gradient_reaches_outer_initializer():
     y0 = st.tensor(np.array([1.0, 2.0]))
     y, _ = m(st.tensor([3]), y0)
     y.sum().backward()
-    w = m.w.detach().numpy()
+    w = to_numpy(m.w)
     # d(y0 * w^3)/dw = 3 y0 w^2, checked also by central differences
-    np.testing.assert_allclose(m.w.grad.numpy(), 3 * np.array([1.0, 2.0]) * w ** 2)
+    np.testing.assert_allclose(to_numpy(m.w.grad), 3 * np.array([1.0, 2.0]) * w ** 2)
     eps = 1e-6
     fd = []
     for k in range(2):
@@ -104,7 +106,7 @@ def test_loop_gradient_reaches_outer_initializer():
         d[k] = eps
         fd.append((np.sum(np.array([1.0, 2.0]) * (w + d) ** 3)
                    - np.sum(np.array([1.0, 2.0]) * (w - d) ** 3)) / (2 * eps))
-    np.testing.assert_allclose(m.w.grad.numpy(), fd, rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(m.w.grad), fd, rtol=1e-6)
 
 
 def test_loop_body_output_count_is_checked():
@@ -136,9 +138,9 @@ def test_scan_reverse_direction_and_output_axis():
                            [vi("s"), vi("ys")]))
     x = np.arange(6, dtype=np.float32).reshape(3, 2)
     s, ys = m(t([0.0, 0.0]), t(x))
-    np.testing.assert_allclose(s.numpy(), x.sum(0))
+    np.testing.assert_allclose(to_numpy(s), x.sum(0))
     want = np.stack([x[2], x[2] + x[1], x.sum(0)], 0)  # accumulated from the end
-    np.testing.assert_allclose(ys.numpy(), want.T)     # scan axis moved to 1
+    np.testing.assert_allclose(to_numpy(ys), want.T)     # scan axis moved to 1
 
 
 def test_scan_opset8_batch_axis_and_sequence_lens():
@@ -148,10 +150,10 @@ def test_scan_opset8_batch_axis_and_sequence_lens():
                                     vi("x", F, [2, 3, 1])], [vi("s"), vi("ys")], opset=8))
     x = np.arange(6, dtype=np.float32).reshape(2, 3, 1)
     s, ys = m(st.tensor([3, 2]), t(np.zeros((2, 1))), t(x))
-    np.testing.assert_allclose(s.numpy(), [x[0].sum(0), x[1, :2].sum(0)])
+    np.testing.assert_allclose(to_numpy(s), [x[0].sum(0), x[1, :2].sum(0)])
     want = np.cumsum(x, 1)
     want[1, 2] = 0.0  # past the second entry's length
-    np.testing.assert_allclose(ys.numpy(), want)
+    np.testing.assert_allclose(to_numpy(ys), want)
 
 
 def test_scan_num_scan_inputs_is_checked():
@@ -181,8 +183,8 @@ def test_sequence_ops_roundtrip():
              helper.make_node("ConcatFromSequence", ["s2"], ["y"], axis=0)]
     m = st.onnx.load(_seq_model(nodes, vi("y")))
     # move row p to the end
-    np.testing.assert_allclose(m(t(X), st.tensor([0])).numpy(), X[[1, 2, 0]])
-    np.testing.assert_allclose(m(t(X), st.tensor([-2])).numpy(), X[[0, 2, 1]])
+    np.testing.assert_allclose(to_numpy(m(t(X), st.tensor([0]))), X[[1, 2, 0]])
+    np.testing.assert_allclose(to_numpy(m(t(X), st.tensor([-2]))), X[[0, 2, 1]])
 
 
 def test_sequence_length_and_stack():
@@ -192,7 +194,7 @@ def test_sequence_length_and_stack():
                            + nodes, [vi("x", F, [3, 2])], [vi("n", I64), vi("y")]))
     n, y = m(t(X))
     assert n.item() == 3
-    np.testing.assert_allclose(y.numpy(), X.T)
+    np.testing.assert_allclose(to_numpy(y), X.T)
 
 
 def test_sequence_at_position_out_of_range():
@@ -231,7 +233,7 @@ def test_sequence_map_runs_body_per_element():
              helper.make_node("SequenceMap", ["seq", "k"], ["out"], body=b),
              helper.make_node("ConcatFromSequence", ["out"], ["y"], axis=0)]
     m = st.onnx.load(model(nodes, [vi("x", F, [3, 2]), vi("k", F, [2])], [vi("y")]))
-    np.testing.assert_allclose(m(t(X), t([2.0, -1.0])).numpy(), X * [2.0, -1.0])
+    np.testing.assert_allclose(to_numpy(m(t(X), t([2.0, -1.0]))), X * [2.0, -1.0])
 
 
 def test_optional_ops():
@@ -272,6 +274,6 @@ def test_gradient_node_differentiates_the_graph():
         helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.preview.training", 1)]))
     a, b = np.array([1.0, 2.0], np.float32), np.array([3.0, -1.0], np.float32)
     d, da, db = m(t(a), t(b))
-    np.testing.assert_allclose(d.numpy(), a * a * b)
-    np.testing.assert_allclose(da.numpy(), 2 * a * b)
-    np.testing.assert_allclose(db.numpy(), a * a)
+    np.testing.assert_allclose(to_numpy(d), a * a * b)
+    np.testing.assert_allclose(to_numpy(da), 2 * a * b)
+    np.testing.assert_allclose(to_numpy(db), a * a)

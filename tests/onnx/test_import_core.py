@@ -13,6 +13,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import singa_tensor as st  # noqa: E402
 from singa_tensor.onnx import OnnxImportError  # noqa: E402
 
+from ..helpers import to_numpy  # noqa: E402
+
 
 def _vi(name, elem=TensorProto.FLOAT, shape=None):
     return helper.make_tensor_value_info(name, elem, shape)
@@ -35,14 +37,14 @@ def test_initializers_become_parameters_and_gradients_flow():
     m = st.onnx.load(model)
     names = dict(m.named_parameters())
     assert sorted(names) == ["fc_bias", "fc_weight"]
-    np.testing.assert_array_equal(names["fc_weight"].detach().numpy(), w)
+    np.testing.assert_array_equal(to_numpy(names["fc_weight"]), w)
     x = np.array([[1.0, -2.0, 0.5], [0.3, 0.1, -1.0]], np.float32)
     y = m(st.tensor(x))
-    np.testing.assert_allclose(y.detach().numpy(), np.maximum(x @ w + b, 0), rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(y), np.maximum(x @ w + b, 0), rtol=1e-6)
     y.sum().backward()
     mask = (x @ w + b > 0).astype(np.float32)
-    np.testing.assert_allclose(names["fc_weight"].grad.numpy(), x.T @ mask, rtol=1e-5)
-    np.testing.assert_allclose(names["fc_bias"].grad.numpy(), mask.sum(0), rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(names["fc_weight"].grad), x.T @ mask, rtol=1e-5)
+    np.testing.assert_allclose(to_numpy(names["fc_bias"].grad), mask.sum(0), rtol=1e-6)
 
 
 def test_repr_describes_the_graph():
@@ -61,7 +63,7 @@ def test_load_from_path_bytes_and_file_object(tmp_path):
     x = np.ones((1, 3), np.float32)
     want = np.maximum(x @ w + b, 0)
     for src in (str(path), path.read_bytes(), io.BytesIO(path.read_bytes())):
-        got = st.onnx.load(src)(st.tensor(x)).detach().numpy()
+        got = to_numpy(st.onnx.load(src)(st.tensor(x)))
         np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
@@ -71,7 +73,7 @@ def test_state_dict_round_trip_changes_the_output():
     sd = m.state_dict()
     sd["fc_bias"] = st.tensor(np.full(4, 100.0, np.float32))
     m.load_state_dict(sd)
-    y = m(st.zeros(1, 3)).detach().numpy()
+    y = to_numpy(m(st.zeros(1, 3)))
     np.testing.assert_allclose(y, np.full((1, 4), 100.0), rtol=1e-6)
 
 
@@ -79,7 +81,7 @@ def test_cut_at_an_inner_output():
     model, w, b = _mlp_model()
     m = st.onnx.load(model, outputs=["h"])
     x = np.array([[1.0, -2.0, 0.5]], np.float32)
-    np.testing.assert_allclose(m(st.tensor(x)).detach().numpy(), x @ w, rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(m(st.tensor(x))), x @ w, rtol=1e-6)
     assert m.output_names == ["h"]
     with pytest.raises(OnnxImportError, match="no value named 'nope'"):
         st.onnx.load(model, outputs=["nope"])
@@ -163,4 +165,4 @@ def test_batch_norm_statistics_are_buffers_not_parameters():
     assert sorted(n for n, _ in m.named_buffers()) == ["mean", "var"]
     x = np.array([[1.0, -1.0]], np.float32)
     want = (x - 0.25) / np.sqrt(4.0 + 1e-5) * 1.5 + 0.5
-    np.testing.assert_allclose(m(st.tensor(x)).detach().numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(m(st.tensor(x))), want, rtol=1e-6)

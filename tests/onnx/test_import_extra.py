@@ -16,6 +16,8 @@ from onnx import TensorProto, helper  # noqa: E402
 import singa_tensor as st  # noqa: E402
 from singa_tensor.onnx import OnnxImportError  # noqa: E402
 
+from ..helpers import to_numpy  # noqa: E402
+
 F, D, I64, I32 = TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64, TensorProto.INT32
 
 
@@ -56,7 +58,7 @@ def grad_of(m, x, w):
     """d sum(w * m(x)) / dx through the imported model."""
     xt = st.tensor(x, requires_grad=True)
     (m(xt) * st.tensor(w)).sum().backward()
-    return xt.grad.numpy()
+    return to_numpy(xt.grad)
 
 
 # ---- PRelu ---------------------------------------------------------------------------------------
@@ -232,9 +234,9 @@ def test_stft_gradient_wrt_signal_and_window():
         z = np.stack([np.fft.rfft(a[0, s:s + 4, 0] * b) for s in range(0, 9, 2)], 0)
         return float((_cplx(z)[None] * w).sum())
 
-    np.testing.assert_allclose(xt.grad.numpy(), fd_grad(lambda a: f(a, win), x), rtol=1e-6,
+    np.testing.assert_allclose(to_numpy(xt.grad), fd_grad(lambda a: f(a, win), x), rtol=1e-6,
                                atol=1e-8)
-    np.testing.assert_allclose(wt.grad.numpy(), fd_grad(lambda b: f(x, b), win), rtol=1e-6,
+    np.testing.assert_allclose(to_numpy(wt.grad), fd_grad(lambda b: f(x, b), win), rtol=1e-6,
                                atol=1e-8)
 
 
@@ -262,7 +264,7 @@ def test_swiglu_gradient_matches_finite_differences():
     def f(v):
         return float((v / (1 + np.exp(-0.7 * v)) * b).sum())
 
-    np.testing.assert_allclose(at.grad.numpy(), fd_grad(f, a), rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(at.grad), fd_grad(f, a), rtol=1e-6)
 
 
 def test_swiglu_rejects_broadcasting():
@@ -480,11 +482,11 @@ def test_linear_attention_gqa_gated_delta_value_and_gradient():
     kt = st.tensor(k, requires_grad=True)
     o, s = m(st.tensor(q), kt, st.tensor(v), st.tensor(decay), st.tensor(beta))
     want_o, want_s = _la_ref(q, k, v, decay, beta, 4, 2)
-    np.testing.assert_allclose(o.detach().numpy(), want_o, atol=1e-12)
-    np.testing.assert_allclose(s.detach().numpy(), want_s, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(o), want_o, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(s), want_s, atol=1e-12)
     o.sum().backward()
     fd = fd_grad(lambda a: _la_ref(q, a, v, decay, beta, 4, 2)[0].sum(), k)
-    np.testing.assert_allclose(kt.grad.numpy(), fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(to_numpy(kt.grad), fd, rtol=1e-6, atol=1e-8)
 
 
 def test_linear_attention_errors():

@@ -13,6 +13,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import singa_tensor as st  # noqa: E402
 from singa_tensor.onnx._handlers import OnnxImportError  # noqa: E402
 
+from ..helpers import to_numpy  # noqa: E402
+
 D = TensorProto.DOUBLE
 
 
@@ -60,10 +62,10 @@ def test_conv_initializer_is_a_parameter_with_the_right_gradient():
         wp, wm = w.copy(), w.copy()
         wp[i] += eps
         wm[i] -= eps
-        fp = (m2(st.tensor(x), st.tensor(wp)).numpy() * r).sum()
-        fm = (m2(st.tensor(x), st.tensor(wm)).numpy() * r).sum()
+        fp = (to_numpy(m2(st.tensor(x), st.tensor(wp))) * r).sum()
+        fm = (to_numpy(m2(st.tensor(x), st.tensor(wm))) * r).sum()
         num[i] = (fp - fm) / (2 * eps)
-    np.testing.assert_allclose(p.grad.numpy(), num, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(to_numpy(p.grad), num, rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("op,attrs", [
@@ -241,8 +243,8 @@ def test_causal_and_deform_conv_errors_and_gradient():
     off = np.zeros((1, 8, 3, 3))
     m = st.onnx.load(_model("DeformConv", [("x", xi), ("w", wi)], inits=[("o", off)]))
     c = st.onnx.load(_model("Conv", [("x", xi), ("w", wi)]))
-    np.testing.assert_allclose(m(st.tensor(xi), st.tensor(wi)).detach().numpy(),
-                               c(st.tensor(xi), st.tensor(wi)).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(m(st.tensor(xi), st.tensor(wi))),
+                               to_numpy(c(st.tensor(xi), st.tensor(wi))), rtol=1e-12)
     assert st.autograd.gradcheck(lambda a, b: m(a, b), (st.tensor(xi, requires_grad=True),
                                                         st.tensor(wi, requires_grad=True)))
 
@@ -285,7 +287,7 @@ def test_avg_pool2d_kernel_matches_the_window_gather(monkeypatch, attrs, fast):
         if up is None:
             up = rng.standard_normal(y.shape)
         (y * st.tensor(up)).sum().backward()
-        results.append((y.detach().numpy(), xt.grad.numpy()))
+        results.append((to_numpy(y), to_numpy(xt.grad)))
     assert taken == [fast]
     (ya, ga), (yb, gb) = results
     assert ya.shape == yb.shape

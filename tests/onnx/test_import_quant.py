@@ -17,6 +17,8 @@ from onnx import TensorProto, helper  # noqa: E402
 import singa_tensor as st  # noqa: E402
 from singa_tensor.onnx import OnnxImportError  # noqa: E402
 
+from ..helpers import to_numpy  # noqa: E402
+
 F, D, I64 = TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64
 U8, I8, U16, I16, I32 = (TensorProto.UINT8, TensorProto.INT8, TensorProto.UINT16,
                          TensorProto.INT16, TensorProto.INT32)
@@ -141,7 +143,7 @@ def test_dequantize_gradient_reaches_the_scale():
     z = st.tensor(np.array([1, 100], np.int64))
     m(x, s, z).sum().backward()
     # d(sum((x - z) * s)) / ds = column sums of (x - z)
-    np.testing.assert_allclose(s.grad.numpy(), [8.0, 9.0])
+    np.testing.assert_allclose(to_numpy(s.grad), [8.0, 9.0])
 
 
 def test_dequantize_errors():
@@ -316,7 +318,7 @@ def test_flex_attention_gradient_through_score_mod():
     q = st.tensor(q0, requires_grad=True)
     scale = float(np.float32(0.3))  # float attributes are stored as float32
     y = m(q, st.tensor(k0), st.tensor(v0))
-    np.testing.assert_allclose(y.detach().numpy(), _flex_ref(q0, k0, v0, scale, 0.7), rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(y), _flex_ref(q0, k0, v0, scale, 0.7), rtol=1e-12)
     w = rng.standard_normal(y.shape)
     (y * st.tensor(w)).sum().backward()
     eps, num = 1e-6, np.zeros_like(q0)
@@ -325,7 +327,7 @@ def test_flex_attention_gradient_through_score_mod():
         d[idx] = eps
         num[idx] = ((_flex_ref(q0 + d, k0, v0, scale, 0.7)
                      - _flex_ref(q0 - d, k0, v0, scale, 0.7)) * w).sum()
-    np.testing.assert_allclose(q.grad.numpy(), num / (2 * eps), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(to_numpy(q.grad), num / (2 * eps), rtol=1e-6, atol=1e-9)
 
 
 def test_flex_attention_softmax_precision_double_for_float32():

@@ -16,6 +16,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import singa_tensor as st  # noqa: E402
 from singa_tensor.onnx import OnnxImportError  # noqa: E402
 
+from ..helpers import to_numpy  # noqa: E402
+
 F, D, I32 = TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32
 RNG = np.random.default_rng(0)
 
@@ -39,7 +41,7 @@ def one_node(op, inputs, n_out, attrs, elem=F, inits=()):
 def run(m, *arrays):
     with st.no_grad():
         out = m(*[st.tensor(a) for a in arrays])
-    return [o.numpy() for o in (out if isinstance(out, tuple) else (out,))]
+    return [to_numpy(o) for o in (out if isinstance(out, tuple) else (out,))]
 
 
 # ---- numpy references (time-major, one direction) ----------------------------------------------
@@ -134,7 +136,7 @@ def test_rnn_gradient_reaches_weights():
             args_m = dict(args_p)
             args_p[name], args_m[name] = base + d, base - d
             fd[idx] = (loss(**args_p) - loss(**args_m)) / (2 * eps)
-        np.testing.assert_allclose(getattr(m, name).grad.numpy(), fd, rtol=1e-5, atol=1e-8)
+        np.testing.assert_allclose(to_numpy(getattr(m, name).grad), fd, rtol=1e-5, atol=1e-8)
 
 
 @pytest.mark.parametrize("attrs, shapes, match", [
@@ -204,9 +206,9 @@ def test_attention_gradient_and_fully_masked_rows():
     mask = st.tensor(np.array([[True, True], [False, False]]))
     m = attention([("q", D), ("k", D), ("v", D), ("mask", TensorProto.BOOL)], {}, 1, D)
     y = m(q, k, v, mask)
-    assert np.all(y.detach().numpy()[0, 0, 1] == 0)  # a row with every key masked is zero
+    assert np.all(to_numpy(y)[0, 0, 1] == 0)  # a row with every key masked is zero
     y.sum().backward()
-    g = q.grad.numpy()
+    g = to_numpy(q.grad)
     assert np.all(np.isfinite(g)) and np.all(g[0, 0, 1] == 0) and np.any(g[0, 0, 0] != 0)
 
 
@@ -290,7 +292,7 @@ def _fused_vs_general(monkeypatch, op, n_gates, attrs, names, lens=None, layout=
         if ups is None:
             ups = [RNG.standard_normal(o.shape) for o in out]
         sum(((o * st.tensor(u)).sum() for o, u in zip(out, ups)), st.tensor(0.0)).backward()
-        results.append(([o.detach().numpy() for o in out], [t.grad.numpy() for t in ts]))
+        results.append(([to_numpy(o) for o in out], [to_numpy(t.grad) for t in ts]))
         if route == "fused":
             assert bool(calls) == fused
     (vals_a, grads_a), (vals_b, grads_b) = results

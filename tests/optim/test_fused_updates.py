@@ -8,6 +8,8 @@ import singa_tensor as st
 from singa_tensor import optim
 from singa_tensor.ops import fused_updates as fu
 
+from ..helpers import to_numpy
+
 R = np.random.default_rng(7)
 
 
@@ -29,8 +31,8 @@ def test_sgd_step_matches_formula(nesterov, maximize, wd, damp):
         ge = (-g if maximize else g) + wd * want_p
         want_b = ge.copy() if i == 0 else 0.9 * want_b + (1 - damp) * ge
         want_p = want_p - 0.1 * (ge + 0.9 * want_b if nesterov else want_b)
-        np.testing.assert_allclose(p.numpy(), want_p, rtol=1e-12)
-        np.testing.assert_allclose(buf.numpy(), want_b, rtol=1e-12)
+        np.testing.assert_allclose(to_numpy(p), want_p, rtol=1e-12)
+        np.testing.assert_allclose(to_numpy(buf), want_b, rtol=1e-12)
 
 
 @pytest.mark.parametrize("amsgrad,decoupled,maximize", [(False, False, False), (True, True, True),
@@ -55,8 +57,8 @@ def test_adam_step_matches_formula(amsgrad, decoupled, maximize):
         wx = np.maximum(wx, wv)
         second = wx if amsgrad else wv
         wp = wp - lr / (1 - b1 ** t) * wm / (np.sqrt(second) / np.sqrt(1 - b2 ** t) + eps)
-        np.testing.assert_allclose(p.numpy(), wp, rtol=1e-12)
-        np.testing.assert_allclose(v.numpy(), wv, rtol=1e-12)
+        np.testing.assert_allclose(to_numpy(p), wp, rtol=1e-12)
+        np.testing.assert_allclose(to_numpy(v), wv, rtol=1e-12)
 
 
 @pytest.mark.parametrize("centered,momentum", [(False, 0.0), (True, 0.9)])
@@ -81,7 +83,7 @@ def test_rmsprop_step_matches_formula(centered, momentum):
             wb = momentum * wb + upd
             upd = wb
         wp = wp - 0.01 * upd
-        np.testing.assert_allclose(p.numpy(), wp, rtol=1e-12)
+        np.testing.assert_allclose(to_numpy(p), wp, rtol=1e-12)
 
 
 def test_adagrad_step_matches_formula():
@@ -95,18 +97,18 @@ def test_adagrad_step_matches_formula():
         ge = -g
         ws = ws + ge * ge
         wp = wp - 0.3 * ge / (np.sqrt(ws) + 1e-10)
-        np.testing.assert_allclose(p.numpy(), wp, rtol=1e-12)
+        np.testing.assert_allclose(to_numpy(p), wp, rtol=1e-12)
 
 
 def test_non_contiguous_parameter_and_gradient_are_updated_in_place():
     base = _t(R.standard_normal((4, 3)))
     p = base.t()  # a transposed view: the kernel works on a copy that is written back
     g = _t(R.standard_normal((4, 3))).t()
-    want = p.numpy() - 0.5 * g.numpy()
+    want = to_numpy(p) - 0.5 * to_numpy(g)
     v0 = base._storage.version
     assert fu.sgd_step_(p, g, None, lr=0.5)
-    np.testing.assert_allclose(p.numpy(), want, rtol=1e-12)
-    np.testing.assert_allclose(base.numpy(), want.T, rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(p), want, rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(base), want.T, rtol=1e-12)
     assert base._storage.version > v0
 
 
@@ -117,7 +119,7 @@ def test_half_precision_parameters_take_the_composed_path():
     opt = optim.SGD([w], lr=0.1, momentum=0.9)
     (w.float() * w.float()).sum().backward()
     opt.step()
-    np.testing.assert_allclose(w.detach().float().numpy(), [0.8, -1.6], rtol=1e-3)
+    np.testing.assert_allclose(to_numpy(w.detach().float()), [0.8, -1.6], rtol=1e-3)
 
 
 def test_fused_update_argument_errors():

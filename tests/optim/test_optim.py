@@ -11,6 +11,8 @@ import singa_tensor as st
 from singa_tensor import optim
 from singa_tensor.nn.utils import clip_grad_norm_, clip_grad_value_
 
+from ..helpers import to_numpy
+
 SHAPES = [(3, 4), (5,), ()]
 STEPS = 5
 
@@ -36,9 +38,9 @@ def _run(opt_cls, values, kwargs, steps=STEPS, groups=None, dtype=st.float64):
     history = []
     for k in range(steps):
         for p in params:
-            p.grad = st.tensor(_grad_of(p.detach().numpy(), k), dtype=dtype)
+            p.grad = st.tensor(_grad_of(to_numpy(p), k), dtype=dtype)
         opt.step()
-        history.append([p.detach().numpy().copy() for p in params])
+        history.append([to_numpy(p) for p in params])
     return history, params, opt
 
 
@@ -206,7 +208,7 @@ def test_hand_computed_steps():
     opt = optim.Adam([w], lr=0.01, eps=0.0)
     (w * w).sum().backward()
     opt.step()
-    np.testing.assert_allclose(w.detach().numpy(), [2.99, -0.49], rtol=1e-14)
+    np.testing.assert_allclose(to_numpy(w), [2.99, -0.49], rtol=1e-14)
 
 
 def test_defaults_follow_pytorch():
@@ -261,8 +263,8 @@ def test_add_param_group_and_skipping_params_without_grad():
     assert opt.param_groups[1]["betas"] == (0.9, 0.999)
     b.grad = st.ones(3)
     opt.step()
-    np.testing.assert_allclose(a.detach().numpy(), [1.0, 1.0])  # no grad: untouched
-    np.testing.assert_allclose(b.detach().numpy(), [0.5] * 3, rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(a), [1.0, 1.0])  # no grad: untouched
+    np.testing.assert_allclose(to_numpy(b), [0.5] * 3, rtol=1e-6)
     assert a not in opt.state and b in opt.state
 
 
@@ -281,7 +283,7 @@ def test_step_with_closure_and_zero_grad():
     with st.no_grad():  # the closure must still see gradients enabled
         loss = opt.step(closure)
     assert loss.item() == 5.0 and calls == [1]
-    np.testing.assert_allclose(w.detach().numpy(), [0.0, 0.0])
+    np.testing.assert_allclose(to_numpy(w), [0.0, 0.0])
     (w + 1).sum().backward()
     opt.zero_grad(set_to_none=False)
     assert w.grad is not None and w.grad.tolist() == [0.0, 0.0]
@@ -302,7 +304,7 @@ def test_step_with_real_backward_updates_in_place():
     ps = np.array([[1.0, -1.0], [0.5, 2.0]])
     for k in range(3):
         ps = ref_rmsprop(ps, 3 * ps ** 2 * (k + 1), s, lr=0.01, momentum=0.9, centered=True)
-    np.testing.assert_allclose(w.detach().numpy(), ps, rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(w), ps, rtol=1e-12)
 
 
 # ---- state_dict ------------------------------------------------------------------------------
@@ -323,7 +325,7 @@ def test_state_dict_resume_reproduces_uninterrupted_run(opt_cls, kwargs):
 
     first, params, opt = _run(opt_cls, values, kwargs, steps=3)
     saved = opt.state_dict()
-    saved_values = [p.detach().numpy().copy() for p in params]
+    saved_values = [to_numpy(p) for p in params]
     # continuing the first optimizer must not alter what was saved (state is copied)
     for p in params:
         p.grad = st.ones(p.shape, dtype=st.float64)
@@ -335,10 +337,10 @@ def test_state_dict_resume_reproduces_uninterrupted_run(opt_cls, kwargs):
     assert opt2.param_groups[0]["lr"] == kwargs["lr"]
     for k in range(3, 6):
         for p in resumed:
-            p.grad = st.tensor(_grad_of(p.detach().numpy(), k), dtype=st.float64)
+            p.grad = st.tensor(_grad_of(to_numpy(p), k), dtype=st.float64)
         opt2.step()
     for got, want in zip(resumed, full[-1]):
-        np.testing.assert_array_equal(got.detach().numpy(), want)
+        np.testing.assert_array_equal(to_numpy(got), want)
 
 
 def test_state_dict_layout_matches_pytorch():
@@ -486,13 +488,13 @@ def test_clip_grad_norm_matches_numpy(norm_type):
     assert got.item() == pytest.approx(total, rel=1e-12)
     coef = min(1.0, max_norm / (total + 1e-6))
     for p, a in zip(params, arrays):
-        np.testing.assert_allclose(p.grad.numpy(), a * coef, rtol=1e-12)
+        np.testing.assert_allclose(to_numpy(p.grad), a * coef, rtol=1e-12)
 
 
 def test_clip_grad_norm_leaves_small_gradients_and_handles_edge_cases():
     (p,) = _with_grads([np.array([0.3, -0.4])])
     assert clip_grad_norm_(p, 10.0).item() == pytest.approx(0.5)
-    np.testing.assert_allclose(p.grad.numpy(), [0.3, -0.4], rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(p.grad), [0.3, -0.4], rtol=1e-12)
     empty = clip_grad_norm_([st.zeros(2, requires_grad=True)], 1.0)
     assert empty.item() == 0.0
     (q,) = _with_grads([np.array([np.inf, 1.0])])
@@ -511,8 +513,8 @@ def test_clip_grad_value_():
     a = np.array([[-3.0, 0.2], [0.7, 5.0]])
     params = _with_grads([a, np.array([-0.1])])
     assert clip_grad_value_(params, 0.5) is None
-    np.testing.assert_array_equal(params[0].grad.numpy(), np.clip(a, -0.5, 0.5))
-    np.testing.assert_array_equal(params[1].grad.numpy(), [-0.1])
+    np.testing.assert_array_equal(to_numpy(params[0].grad), np.clip(a, -0.5, 0.5))
+    np.testing.assert_array_equal(to_numpy(params[1].grad), [-0.1])
     with pytest.raises(ValueError, match="clip_grad_value_: clip_value must be a non-negative "
                                          "number, got -1.0"):
         clip_grad_value_(params, -1)
