@@ -10,6 +10,11 @@ An op is one `OpSpec` subclass, registered with `@register`:
 
 `spec.fn` is the public function (`st.exp`); a composite op (`composite = True`) is a plain
 composition of other ops, so it needs neither kernel nor backward.
+
+A public function becomes a Tensor method where it is defined, by `tensor_method` (a decorator)
+or `bind_method`: `x.exp()`, the in-place `x.exp_()`, operators such as `__add__` and the
+reflected `__radd__`. `METHODS` holds every such declaration; `bind_methods()` (run once, when
+`singa_tensor.ops` has imported every family) sets them on Tensor.
 """
 
 from __future__ import annotations
@@ -73,6 +78,93 @@ class OpSpec:
         if cls.kind not in ("unary", "binary") and any(a.__class__ is not Tensor for a in args):
             return NotImplemented
         b.node(cls.onnx, [b.value(a) for a in args if a.__class__ is Tensor], outputs=outs)
+
+
+# ---- Tensor methods ----------------------------------------------------------------------------
+
+
+class MethodDecl:
+    """One Tensor method an op declares: `name` on Tensor calls `fn` (with self first), or,
+    for `how="reflected"`, fn(other, self); `how="inplace_unary"|"inplace_binary"|"inplace"`
+    computes with fn and writes the result into self (see ops/inplace.py); `label` names an
+    in-place op in its error messages (`x += 1` reports "add_")."""
+
+    __slots__ = ("name", "fn", "how", "label")
+
+    def __init__(self, name: str, fn: Callable, how: str, label: str):
+        self.name, self.fn, self.how, self.label = name, fn, how, label
+
+
+METHODS: dict[str, MethodDecl] = {}
+_HOW = ("plain", "reflected", "inplace_unary", "inplace_binary", "inplace")
+
+
+def bind_method(fn: Callable, *names: str, inplace: str | tuple = (), reflected: str | tuple = (),
+                inplace_kind: str = "inplace_unary") -> Callable:
+    """Declare `fn` (a public op function taking the tensor first) as the Tensor method(s)
+    `names` (default: fn's own name), with in-place variants `inplace` (e.g. "exp_") and
+    reflected operators `reflected` (e.g. "__radd__"). Returns fn.
+
+    inplace_kind says how an in-place variant runs: "inplace_unary" (fn's extra arguments
+    pass through), "inplace_binary" (one operand, an `alpha=` scale and a kernel fast path)
+    or "inplace" (fn runs on self as is, e.g. scatter_).
+
+    Example:
+        >>> from singa_tensor.ops._registry import METHODS
+        >>> METHODS["exp_"].fn.__name__, METHODS["__radd__"].how
+        ('exp', 'reflected')
+    """
+    if inplace_kind not in _HOW[2:]:
+        raise ValueError(f"bind_method: unknown inplace_kind {inplace_kind!r}")
+    decls = [(n, "plain") for n in (names or (fn.__name__,))]
+    decls += [(n, inplace_kind) for n in ((inplace,) if isinstance(inplace, str) else inplace)]
+    decls += [(n, "reflected") for n in ((reflected,) if isinstance(reflected, str)
+                                         else reflected)]
+    plain_inplace = [n for n, how in decls if how == inplace_kind and not n.startswith("__")]
+    for name, how in decls:
+        if name in METHODS:
+            raise ValueError(f"Tensor.{name} is declared twice ({METHODS[name].fn.__name__} "
+                             f"and {fn.__name__})")
+        label = plain_inplace[0] if name.startswith("__") and plain_inplace else name
+        METHODS[name] = MethodDecl(name, fn, how, label)
+    return fn
+
+
+def tensor_method(*names: str, inplace: str | tuple = (), reflected: str | tuple = (),
+                  inplace_kind: str = "inplace_unary") -> Callable:
+    """Decorator form of `bind_method`: `@tensor_method(inplace="clamp_")` above `def clamp`."""
+    return lambda fn: bind_method(fn, *names, inplace=inplace, reflected=reflected,
+                                  inplace_kind=inplace_kind)
+
+
+def bind_methods(inplace_method: Callable) -> None:
+    """Set every declared method on Tensor. inplace_method(fn, name, kind) builds an in-place
+    variant (ops/inplace.py owns how in-place writes work)."""
+    for d in METHODS.values():
+        if d.name in Tensor.__dict__ and getattr(Tensor, d.name) is not None \
+                and d.name not in _bound:
+            raise ValueError(f"Tensor.{d.name}: declared by {d.fn.__name__} but Tensor defines "
+                             f"it itself")
+        if d.how == "plain":
+            method = d.fn
+        elif d.how == "reflected":
+            method = _reflected(d.fn, d.name)
+        else:
+            method = inplace_method(d.fn, d.label, d.how)
+        setattr(Tensor, d.name, method)
+        _bound.add(d.name)
+
+
+_bound: set = set()
+
+
+def _reflected(fn: Callable, name: str) -> Callable:
+    def method(self, other):
+        return fn(other, self)
+
+    method.__name__ = name
+    method.__doc__ = f"{fn.__name__}(other, self)."
+    return method
 
 
 def register(cls):
@@ -296,9 +388,11 @@ def float_dtype_for(t: Tensor):
 
 
 __all__ = [
+    "METHODS",
     "REGISTRY",
     "OpSpec",
     "apply",
+    "bind_method",
     "broadcast_shapes",
     "broadcast_strides",
     "contiguous",
@@ -310,5 +404,6 @@ __all__ = [
     "kernel_symbol",
     "ptr",
     "register",
+    "tensor_method",
     "traced",
 ]

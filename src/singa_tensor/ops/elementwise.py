@@ -17,6 +17,7 @@ from . import _registry as _reg
 from ._registry import (
     OpSpec,
     apply,
+    bind_method,
     broadcast_shapes,
     broadcast_strides,
     check_same_device,
@@ -25,6 +26,7 @@ from ._registry import (
     kernel,
     ptr,
     register,
+    tensor_method,
 )
 from .layout import cast, sum_to
 
@@ -59,11 +61,13 @@ def _unary_input(op: str, x, int_ok: bool):
 
 
 def _unary(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=False, attrs=(),
-           differentiable=True, twice=True, grad_domain=None, saves="xy", doc=""):
+           differentiable=True, twice=True, grad_domain=None, saves="xy", doc="", method=False,
+           inplace=False):
     """Define and register a unary op running kernel st_<name>_<dtype>(x, y, n, a, b).
 
     saves: which of the input "x" and output "y" the backward reads; saving only those lets
-    users modify the other in place (y = x.sin(); y.add_(1) is fine, as in PyTorch)."""
+    users modify the other in place (y = x.sin(); y.add_(1) is fine, as in PyTorch).
+    method, inplace: the Tensor methods it provides (`_declare`)."""
     attr_names = tuple(a for a, _ in attrs)
     defaults = tuple(d for _, d in attrs)
 
@@ -112,6 +116,16 @@ def _unary(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=False,
     )
     Spec.fn = staticmethod(fn)
     register(Spec)
+    return _declare(fn, name, method, inplace)
+
+
+def _declare(fn, name, method=False, inplace=False, reflected=(), kind="inplace_unary"):
+    """fn's Tensor methods: method True (the op's name) or the names (aliases, operators),
+    inplace True ("<name>_") or the names of its in-place variants, reflected operators."""
+    names = (name,) if method is True else tuple(method or ())
+    inplace = (name + "_",) if inplace is True else tuple(inplace or ())
+    if names or inplace or reflected:
+        bind_method(fn, *names, inplace=inplace, reflected=reflected, inplace_kind=kind)
     return fn
 
 
@@ -130,28 +144,37 @@ def _mask(x):  # 1 where x > 0 else 0, in x's dtype; not differentiable
     return relu_mask(x)
 
 
-neg = _unary("neg", "Neg", lambda c, g, x, y: -g, np.negative, int_ok=True, saves="")
+neg = _unary("neg", "Neg", lambda c, g, x, y: -g, np.negative, int_ok=True, saves="",
+             method=("neg", "__neg__"), inplace=True)
 abs = _unary("abs", "Abs", lambda c, g, x, y: g * sign(x), np.abs, int_ok=True,
-             grad_domain=(0.1, 3.0), saves="x")
-sign = _unary("sign", "Sign", lambda c, g, x, y: g * 0.0, np.sign, int_ok=True, saves="")
-exp = _unary("exp", "Exp", lambda c, g, x, y: g * y, np.exp, domain=(-10.0, 10.0), saves="y")
-log = _unary("log", "Log", lambda c, g, x, y: g / x, np.log, domain=(0.01, 10.0), saves="x")
+             grad_domain=(0.1, 3.0), saves="x", method=("abs", "__abs__"), inplace=True)
+sign = _unary("sign", "Sign", lambda c, g, x, y: g * 0.0, np.sign, int_ok=True, saves="",
+              method=True, inplace=True)
+exp = _unary("exp", "Exp", lambda c, g, x, y: g * y, np.exp, domain=(-10.0, 10.0), saves="y",
+             method=True, inplace=True)
+log = _unary("log", "Log", lambda c, g, x, y: g / x, np.log, domain=(0.01, 10.0), saves="x",
+             method=True, inplace=True)
 log1p = _unary("log1p", None, lambda c, g, x, y: g / (x + 1.0), np.log1p, domain=(-0.9, 10.0),
-               saves="x")
-expm1 = _unary("expm1", None, lambda c, g, x, y: g * (y + 1.0), np.expm1, saves="y")
+               saves="x", method=True, inplace=True)
+expm1 = _unary("expm1", None, lambda c, g, x, y: g * (y + 1.0), np.expm1, saves="y",
+               method=True, inplace=True)
 sqrt = _unary("sqrt", "Sqrt", lambda c, g, x, y: g / (y * 2.0), np.sqrt, domain=(0.01, 10.0),
-              saves="y")
+              saves="y", method=True, inplace=True)
 rsqrt = _unary("rsqrt", None, lambda c, g, x, y: g * (y * y * y) * -0.5,
-               lambda x: 1.0 / np.sqrt(x), domain=(0.1, 10.0), saves="y")
-sin = _unary("sin", "Sin", lambda c, g, x, y: g * cos(x), np.sin, saves="x")
-cos = _unary("cos", "Cos", lambda c, g, x, y: g * -sin(x), np.cos, saves="x")
+               lambda x: 1.0 / np.sqrt(x), domain=(0.1, 10.0), saves="y", method=True, inplace=True)
+sin = _unary("sin", "Sin", lambda c, g, x, y: g * cos(x), np.sin, saves="x",
+             method=True, inplace=True)
+cos = _unary("cos", "Cos", lambda c, g, x, y: g * -sin(x), np.cos, saves="x",
+             method=True, inplace=True)
 tan = _unary("tan", "Tan", lambda c, g, x, y: g * (y * y + 1.0), np.tan, domain=(-1.2, 1.2),
-             saves="y")
-tanh = _unary("tanh", "Tanh", lambda c, g, x, y: g * (1.0 - y * y), np.tanh, saves="y")
+             saves="y", method=True)
+tanh = _unary("tanh", "Tanh", lambda c, g, x, y: g * (1.0 - y * y), np.tanh, saves="y",
+              method=True, inplace=True)
 sigmoid = _unary("sigmoid", "Sigmoid", lambda c, g, x, y: g * (y * (1.0 - y)),
-                 lambda x: 1.0 / (1.0 + np.exp(-x)), domain=(-10.0, 10.0), saves="y")
+                 lambda x: 1.0 / (1.0 + np.exp(-x)), domain=(-10.0, 10.0), saves="y",
+                     method=True, inplace=True)
 relu = _unary("relu", "Relu", lambda c, g, x, y: g * _mask(x), lambda x: np.maximum(x, 0),
-              int_ok=True, grad_domain=(0.1, 3.0), saves="x")
+              int_ok=True, grad_domain=(0.1, 3.0), saves="x", method=True, inplace=True)
 relu_mask = _unary("relu_mask", None, None, lambda x: (x > 0).astype(x.dtype),
                    differentiable=False)
 leaky_relu = _unary(
@@ -230,13 +253,17 @@ softplus = _unary(
     attrs=(("beta", 1.0), ("threshold", 20.0)), domain=(-10.0, 10.0),
 )
 erf = _unary("erf", "Erf", lambda c, g, x, y: g * exp(x * x * -1.0) * (2.0 / math.sqrt(math.pi)),
-             _erf_np, saves="x")
-floor = _unary("floor", "Floor", lambda c, g, x, y: g * 0.0, np.floor, domain=(-5.0, 5.0), saves="")
-ceil = _unary("ceil", "Ceil", lambda c, g, x, y: g * 0.0, np.ceil, domain=(-5.0, 5.0), saves="")
-round = _unary("round", "Round", lambda c, g, x, y: g * 0.0, np.round, domain=(-5.0, 5.0), saves="")
+             _erf_np, saves="x", method=True, inplace=True)
+floor = _unary("floor", "Floor", lambda c, g, x, y: g * 0.0, np.floor, domain=(-5.0, 5.0), saves="",
+               method=True, inplace=True)
+ceil = _unary("ceil", "Ceil", lambda c, g, x, y: g * 0.0, np.ceil, domain=(-5.0, 5.0), saves="",
+              method=True, inplace=True)
+round = _unary("round", "Round", lambda c, g, x, y: g * 0.0, np.round, domain=(-5.0, 5.0), saves="",
+               method=True, inplace=True)
 reciprocal = _unary("reciprocal", "Reciprocal", lambda c, g, x, y: g * (y * y) * -1.0,
-                    lambda x: 1.0 / x, domain=(0.2, 5.0), saves="y")
-square = _unary("square", None, lambda c, g, x, y: g * x * 2.0, np.square, int_ok=True, saves="x")
+                    lambda x: 1.0 / x, domain=(0.2, 5.0), saves="y", method=True, inplace=True)
+square = _unary("square", None, lambda c, g, x, y: g * x * 2.0, np.square, int_ok=True, saves="x",
+                method=True, inplace=True)
 _pow_scalar = _unary(
     "pow_scalar", None, lambda c, g, x, y: g * pow(x, c.a - 1.0) * c.a,
     lambda x, exponent=2.0: np.power(x, exponent).astype(x.dtype),
@@ -254,6 +281,7 @@ _clamp = _unary("clamp", "Clip", _clamp_grad,
                 int_ok=True, attrs=(("min", -1.0), ("max", 1.0)), grad_domain=(-0.9, 0.9))
 
 
+@tensor_method("clamp", "clip", inplace=("clamp_", "clip_"))
 def clamp(x: Tensor, min=None, max=None) -> Tensor:
     """Limit values to [min, max]; either bound may be None (tensor bounds broadcast).
 
@@ -287,6 +315,7 @@ def clamp(x: Tensor, min=None, max=None) -> Tensor:
 clip = clamp
 
 
+@tensor_method()
 def isnan(x: Tensor) -> Tensor:
     """Boolean mask of NaN elements.
 
@@ -298,11 +327,13 @@ def isnan(x: Tensor) -> Tensor:
     return _float_test(x, "isnan")
 
 
+@tensor_method()
 def isinf(x: Tensor) -> Tensor:
     """Boolean mask of infinite elements."""
     return _float_test(x, "isinf")
 
 
+@tensor_method()
 def isfinite(x: Tensor) -> Tensor:
     """Boolean mask of finite elements."""
     return logical_not(logical_or(isnan(x), isinf(x)))
@@ -399,7 +430,7 @@ def _run_binary(a: Tensor, b: Tensor, op: str, out_dtype=None) -> Tensor:
 
 def _binary(name, onnx, backward, reference, *, float_only=False, out_bool=False,
             differentiable=True, domain=(-3.0, 3.0), b_domain=None, dtypes=None,
-            grad_domain=None, doc="", saves="abo"):
+            grad_domain=None, doc="", saves="abo", method=False, reflected=(), inplace=False):
     class Spec(OpSpec):
         pass
 
@@ -469,20 +500,27 @@ def _binary(name, onnx, backward, reference, *, float_only=False, out_bool=False
     )
     Spec.fn = staticmethod(fn)
     register(Spec)
-    return fn
+    return _declare(fn, name, method, inplace, reflected, "inplace_binary")
 
 
 add = _binary("add", "Add", lambda c, g, a, b, o: (g, g), np.add, saves="",
               doc="a + b with broadcasting.\n\n    Example:\n        >>> import singa_tensor as st"
-                  "\n        >>> st.add(st.tensor([1, 2]), 10).tolist()\n        [11, 12]\n")
-sub = _binary("sub", "Sub", lambda c, g, a, b, o: (g, -g), np.subtract, saves="")
-mul = _binary("mul", "Mul", lambda c, g, a, b, o: (g * b, g * a), np.multiply, saves="ab")
+                  "\n        >>> st.add(st.tensor([1, 2]), 10).tolist()\n        [11, 12]\n",
+                      method=("add", "__add__"), reflected="__radd__", inplace=("add_", "__iadd__"))
+sub = _binary("sub", "Sub", lambda c, g, a, b, o: (g, -g), np.subtract, saves="",
+              method=("sub", "subtract", "__sub__"),
+              reflected="__rsub__", inplace=("sub_", "__isub__"))
+mul = _binary("mul", "Mul", lambda c, g, a, b, o: (g * b, g * a), np.multiply, saves="ab",
+              method=("mul", "multiply", "__mul__"),
+              reflected="__rmul__", inplace=("mul_", "__imul__"))
 true_divide = _binary(
     "div", "Div", lambda c, g, a, b, o: (g / b, g * o / b * -1.0), np.divide,
     float_only=True, b_domain=(0.5, 3.0), saves="bo",
     doc="a / b, always true (float) division, with broadcasting.\n\n    Example:\n"
         "        >>> import singa_tensor as st\n"
-        "        >>> st.true_divide(st.tensor([1, 3]), 2).tolist()\n        [0.5, 1.5]\n")
+        "        >>> st.true_divide(st.tensor([1, 3]), 2).tolist()\n        [0.5, 1.5]\n",
+            method=("true_divide", "__truediv__"),
+            reflected="__rtruediv__", inplace=("div_", "__itruediv__"))
 _floor_divide = _binary(
     "floor_divide", None, lambda c, g, a, b, o: (g * 0.0, g * 0.0), np.floor_divide,
     b_domain=(0.5, 3.0), domain=(-5.0, 5.0), differentiable=False)
@@ -521,8 +559,8 @@ def _min_grad(c, g, a, b, o):
     return g * m, g * (1.0 - m)
 
 
-maximum = _binary("maximum", "Max", _max_grad, np.maximum)
-minimum = _binary("minimum", "Min", _min_grad, np.minimum)
+maximum = _binary("maximum", "Max", _max_grad, np.maximum, method=True, inplace=True)
+minimum = _binary("minimum", "Min", _min_grad, np.minimum, method=True, inplace=True)
 
 
 def _check_int_divisor(op, a, b):
@@ -536,6 +574,8 @@ def any_zero(b: Tensor) -> bool:
     return amin(abs(b)).item() == 0 if b.numel() else False
 
 
+@tensor_method("floor_divide", "__floordiv__", reflected="__rfloordiv__",
+               inplace=("floor_divide_", "__ifloordiv__"), inplace_kind="inplace_binary")
 def floor_divide(a, b) -> Tensor:
     """Division rounded toward negative infinity (Python's //).
 
@@ -549,6 +589,8 @@ def floor_divide(a, b) -> Tensor:
     return _floor_divide(a2, b2)
 
 
+@tensor_method("remainder", "__mod__", reflected="__rmod__",
+               inplace=("remainder_", "__imod__"), inplace_kind="inplace_binary")
 def remainder(a, b) -> Tensor:
     """Python's modulo: the result has the sign of the divisor.
 
@@ -562,6 +604,8 @@ def remainder(a, b) -> Tensor:
     return _remainder(a2, b2)
 
 
+@tensor_method("pow", "__pow__", reflected="__rpow__", inplace=("pow_", "__ipow__"),
+               inplace_kind="inplace_binary")
 def pow(a, b) -> Tensor:
     """a ** b with broadcasting; a Python-number exponent uses a faster kernel.
 
@@ -595,6 +639,7 @@ _INT_POW = type("IntPow", (OpSpec,), {
 })
 
 
+@tensor_method("div", "divide")
 def div(a, b, *, rounding_mode: str | None = None) -> Tensor:
     """a / b with broadcasting: true division by default, or rounded toward zero
     (rounding_mode="trunc") or toward negative infinity ("floor", Python's //), which keep
@@ -626,16 +671,16 @@ def div(a, b, *, rounding_mode: str | None = None) -> Tensor:
 # ---- comparisons and logic --------------------------------------------------------------------
 
 eq = _binary("eq", "Equal", None, np.equal, out_bool=True,
-             dtypes=("float32", "float64", "int32", "int64", "bool"))
+             dtypes=("float32", "float64", "int32", "int64", "bool"), method=("eq", "__eq__"))
 ne = _binary("ne", None, None, np.not_equal, out_bool=True,
-             dtypes=("float32", "float64", "int32", "int64", "bool"))
-lt = _binary("lt", "Less", None, np.less, out_bool=True)
-le = _binary("le", "LessOrEqual", None, np.less_equal, out_bool=True)
-gt = _binary("gt", "Greater", None, np.greater, out_bool=True)
-ge = _binary("ge", "GreaterOrEqual", None, np.greater_equal, out_bool=True)
+             dtypes=("float32", "float64", "int32", "int64", "bool"), method=("ne", "__ne__"))
+lt = _binary("lt", "Less", None, np.less, out_bool=True, method=("lt", "__lt__"))
+le = _binary("le", "LessOrEqual", None, np.less_equal, out_bool=True, method=("le", "__le__"))
+gt = _binary("gt", "Greater", None, np.greater, out_bool=True, method=("gt", "__gt__"))
+ge = _binary("ge", "GreaterOrEqual", None, np.greater_equal, out_bool=True, method=("ge", "__ge__"))
 
 
-def _logical(name, onnx, reference):
+def _logical(name, onnx, reference, method=False, reflected=()):
     class Spec(OpSpec):
         pass
 
@@ -659,7 +704,7 @@ def _logical(name, onnx, reference):
                   f"\n        (2,)\n")
     Spec.fn = staticmethod(fn)
     register(Spec)
-    return fn
+    return _declare(fn, name, method, reflected=reflected)
 
 
 def _to_bool(op, x):
@@ -668,9 +713,11 @@ def _to_bool(op, x):
     return x if x.dtype is _dt.bool_ else cast(x, _dt.bool_)
 
 
-logical_and = _logical("logical_and", "And", np.logical_and)
-logical_or = _logical("logical_or", "Or", np.logical_or)
-logical_xor = _logical("logical_xor", "Xor", np.logical_xor)
+logical_and = _logical("logical_and", "And", np.logical_and,
+                       method=("logical_and", "__and__"), reflected="__rand__")
+logical_or = _logical("logical_or", "Or", np.logical_or,
+                      method=("logical_or", "__or__"), reflected="__ror__")
+logical_xor = _logical("logical_xor", "Xor", np.logical_xor, method=("logical_xor", "__xor__"))
 
 
 @register
@@ -690,6 +737,7 @@ class LogicalNot(OpSpec):
         return np.logical_not(x)
 
 
+@tensor_method()
 def logical_not(x) -> Tensor:
     """Elementwise not (non-zero is true).
 
@@ -702,6 +750,20 @@ def logical_not(x) -> Tensor:
 
 
 LogicalNot.fn = staticmethod(logical_not)
+
+
+@tensor_method("__invert__")
+def _invert(x: Tensor) -> Tensor:
+    """~x for a bool tensor."""
+    if x.dtype.name != "bool":
+        raise TypeError("~ is only supported on bool tensors (use logical_not)")
+    return logical_not(x)
+
+
+@tensor_method("__pos__")
+def _positive(x: Tensor) -> Tensor:
+    """+x: x itself."""
+    return x
 
 
 @register
@@ -766,6 +828,7 @@ def where(cond, a, b) -> Tensor:
 Where.fn = staticmethod(where)
 
 
+@tensor_method(inplace="masked_fill_")
 def masked_fill(x: Tensor, mask: Tensor, value) -> Tensor:
     """x with value written where mask is true (mask broadcasts to x).
 

@@ -28,9 +28,9 @@ from ._registry import (
     kernel,
     ptr,
     register,
+    tensor_method,
 )
 from .elementwise import _run_binary, where
-from .inplace import check_inplace, write_result
 from .layout import cast, expand, reshape
 
 
@@ -279,6 +279,7 @@ def _gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     return apply(Gather, _narrow_to(x, index._shape, dim), dim, index)
 
 
+@tensor_method()
 def gather(x: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     """out[i][j][k] = x[index[i][j][k]][j][k] (for dim=0): pick along dim at each position.
 
@@ -376,6 +377,7 @@ class Scatter(OpSpec):
                 ((r.standard_normal((3, 4)), 1, perm[:3, :1].T % 4, 2.5), {})]
 
 
+@tensor_method(inplace="scatter_", inplace_kind="inplace")
 def scatter(x: Tensor, dim: int, index: Tensor, src=None, *, value=None) -> Tensor:
     """A copy of x with src (a tensor, or a number) written at index along dim:
     out[index[i][j]][j] = src[i][j] for dim=0.
@@ -433,6 +435,7 @@ class ScatterAdd(OpSpec):
                   r.standard_normal((7, 3))), {})]
 
 
+@tensor_method(inplace="scatter_add_", inplace_kind="inplace")
 def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """A copy of x with src added at index along dim (repeated indices accumulate).
 
@@ -499,6 +502,7 @@ class IndexSelect(OpSpec):
                 ((r.standard_normal((2, 5)), 1, np.zeros(0, np.int64)), {})]
 
 
+@tensor_method()
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     """The slices of x at the positions in the 1-d index along dim.
 
@@ -555,6 +559,7 @@ class IndexAdd(OpSpec):
                  {"alpha": 2.0})]
 
 
+@tensor_method(inplace="index_add_", inplace_kind="inplace")
 def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
     """A copy of x with alpha * source added at the positions in the 1-d index along dim.
 
@@ -636,6 +641,7 @@ class Nonzero(OpSpec):
                 ((np.zeros((2, 0)),), {})]
 
 
+@tensor_method()
 def nonzero(x: Tensor, *, as_tuple: bool = False):
     """Coordinates of the non-zero elements: an (n, x.ndim) int64 tensor, or with as_tuple one
     1-d tensor per dim (usable as an index).
@@ -683,6 +689,7 @@ class MaskedSelect(OpSpec):
                 ((r.standard_normal((3, 1)), r.standard_normal((2, 1, 4)) > 0), {})]
 
 
+@tensor_method()
 def masked_select(x: Tensor, mask: Tensor) -> Tensor:
     """The elements of x where mask (broadcast with x) is true, as a 1-d tensor.
 
@@ -722,6 +729,7 @@ class TakeAlongDim(OpSpec):
                 ((r.standard_normal((3, 4)), r.integers(0, 12, (5,))), {})]
 
 
+@tensor_method()
 def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
     """gather with the non-indexed dims of x and indices broadcast (flattened when dim=None).
 
@@ -785,19 +793,3 @@ Nonzero.onnx_export = classmethod(_nonzero_onnx)
 
 __all__ = ["gather", "index_add", "index_select", "masked_select", "nonzero", "scatter",
            "scatter_add", "take_along_dim"]
-
-
-def _make_inplace(fn, name):
-    def method(self, *args, **kwargs):
-        check_inplace(self, name)
-        return write_result(self, fn(self, *args, **kwargs), name)
-
-    method.__name__ = name
-    method.__doc__ = f"In-place {fn.__name__}."
-    return method
-
-
-Tensor.take_along_dim = take_along_dim
-Tensor.scatter_ = _make_inplace(scatter, "scatter_")
-Tensor.scatter_add_ = _make_inplace(scatter_add, "scatter_add_")
-Tensor.index_add_ = _make_inplace(index_add, "index_add_")

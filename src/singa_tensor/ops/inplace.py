@@ -12,7 +12,7 @@ from .. import autograd as _ag
 from .. import dtype as _dt
 from ..autograd import AccumulateGrad
 from ..tensor import Tensor
-from ._registry import contiguous, copy_into, kernel, ptr
+from ._registry import contiguous, copy_into, kernel, ptr, tensor_method
 from .layout import cast, expand
 
 VIEW_OPS = {"view", "expand", "permute", "slice", "select", "squeeze", "unsqueeze", "diagonal",
@@ -165,6 +165,28 @@ def inplace_unary(x: Tensor, fn, op: str, *args, **kwargs) -> Tensor:
     return write_result(x, fn(_tracked_input(x), *args, **kwargs), op)
 
 
+def inplace_method(fn, name: str, kind: str):
+    """The Tensor method `name` (e.g. "add_") that computes with the out-of-place op fn and
+    writes the result into self; kind is how (ops/_registry.py `bind_method`)."""
+    if kind == "inplace_binary":
+        def method(self, other, *, alpha=None):
+            if alpha is not None:
+                other = other * alpha
+            return inplace_binary(self, other, fn, name)
+    elif kind == "inplace_unary":
+        def method(self, *args, **kwargs):
+            return inplace_unary(self, fn, name, *args, **kwargs)
+    else:
+        def method(self, *args, **kwargs):
+            check_inplace(self, name)
+            return write_result(self, fn(self, *args, **kwargs), name)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"In-place {fn.__name__}: the result is written into this tensor."
+    return method
+
+
+@tensor_method()
 def fill_(x: Tensor, value) -> Tensor:
     """Set every element to value, in place.
 
@@ -191,6 +213,7 @@ def fill_(x: Tensor, value) -> Tensor:
     return x
 
 
+@tensor_method()
 def zero_(x: Tensor) -> Tensor:
     """Set every element to zero, in place.
 
@@ -202,6 +225,7 @@ def zero_(x: Tensor) -> Tensor:
     return fill_(x, 0)
 
 
+@tensor_method()
 def copy_(x: Tensor, src) -> Tensor:
     """Copy src (broadcast, cast and moved as needed) into x, in place.
 

@@ -18,6 +18,7 @@ from ._registry import (
     kernel_symbol,
     ptr,
     register,
+    tensor_method,
 )
 
 
@@ -134,6 +135,7 @@ class Clone(OpSpec):
         return [((r.standard_normal((2, 3)),), {}), ((r.standard_normal(()),), {})]
 
 
+@tensor_method()
 def clone(x: Tensor) -> Tensor:
     """A copy with its own storage; gradients flow back to x.
 
@@ -145,6 +147,7 @@ def clone(x: Tensor) -> Tensor:
     return apply(Clone, expect_tensor("clone", x))
 
 
+@tensor_method("contiguous")
 def make_contiguous(x: Tensor) -> Tensor:
     """x if already contiguous, else a contiguous copy (differentiable)."""
     return x if x._contig else apply(Clone, x)
@@ -249,6 +252,7 @@ class View(OpSpec):
     fn_name = "reshape"
 
 
+@tensor_method()
 def reshape(x: Tensor, *shape) -> Tensor:
     """Same data in a new shape: a view when the layout allows, otherwise a copy.
 
@@ -268,6 +272,7 @@ def reshape(x: Tensor, *shape) -> Tensor:
     return apply(View, x, shape, strides)
 
 
+@tensor_method()
 def view(x: Tensor, *shape) -> Tensor:
     """Like reshape, but never copies: raises if the layout does not allow a view.
 
@@ -314,6 +319,7 @@ class Expand(OpSpec):
         return [((r.standard_normal((3, 1)), 2, 3, 4), {}), ((r.standard_normal(()), 5), {})]
 
 
+@tensor_method()
 def expand(x: Tensor, *shape) -> Tensor:
     """Broadcast x to a larger shape without copying (-1 keeps a dimension).
 
@@ -354,6 +360,7 @@ def expand(x: Tensor, *shape) -> Tensor:
     return apply(Expand, x, final)
 
 
+@tensor_method()
 def broadcast_to(x: Tensor, shape) -> Tensor:
     """numpy's broadcast_to: a read-only-in-spirit view of x in a larger shape.
 
@@ -394,6 +401,7 @@ class Permute(OpSpec):
         return [((r.standard_normal((2, 3, 4)), 2, 0, 1), {})]
 
 
+@tensor_method()
 def permute(x: Tensor, *dims) -> Tensor:
     """Reorder dimensions (a view).
 
@@ -418,6 +426,7 @@ def permute(x: Tensor, *dims) -> Tensor:
     return apply(Permute, x, dims)
 
 
+@tensor_method()
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap two dimensions (a view).
 
@@ -438,6 +447,7 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     return permute(x, *dims)
 
 
+@tensor_method()
 def t(x: Tensor) -> Tensor:
     """Transpose of a matrix (0-d and 1-d tensors come back unchanged).
 

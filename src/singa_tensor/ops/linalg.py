@@ -22,6 +22,7 @@ from ._registry import (
     kernel,
     ptr,
     register,
+    tensor_method,
     traced,
 )
 from .elementwise import add, mul
@@ -185,6 +186,7 @@ class Matmul(OpSpec):
         ]
 
 
+@tensor_method("matmul", "__matmul__", reflected="__rmatmul__")
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product with numpy/PyTorch rules: 1-d @ 1-d is a dot product; a 1-d first
     operand gets a leading 1 (removed afterwards), a 1-d second operand a trailing 1; batch
@@ -228,6 +230,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
 Matmul.fn = staticmethod(matmul)
 
 
+@tensor_method()
 def mm(a: Tensor, b: Tensor) -> Tensor:
     """Product of two matrices (no broadcasting).
 
@@ -242,6 +245,7 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
     return matmul(a, b)
 
 
+@tensor_method()
 def bmm(a: Tensor, b: Tensor) -> Tensor:
     """Batched product of (B, n, m) and (B, m, p) tensors (no broadcasting).
 
@@ -258,6 +262,7 @@ def bmm(a: Tensor, b: Tensor) -> Tensor:
     return matmul(a, b)
 
 
+@tensor_method()
 def mv(a: Tensor, v: Tensor) -> Tensor:
     """Matrix-vector product.
 
@@ -272,6 +277,7 @@ def mv(a: Tensor, v: Tensor) -> Tensor:
     return matmul(a, v)
 
 
+@tensor_method()
 def dot(a: Tensor, b: Tensor) -> Tensor:
     """Inner product of two 1-D tensors of the same length (a 0-d result).
 
@@ -288,6 +294,7 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
     return matmul(a, b)
 
 
+@tensor_method()
 def outer(a: Tensor, b: Tensor) -> Tensor:
     """Outer product of two 1-D tensors: out[i, j] = a[i] * b[j].
 
@@ -301,6 +308,7 @@ def outer(a: Tensor, b: Tensor) -> Tensor:
     return mul(reshape(a, a.shape[0], 1), reshape(b, 1, b.shape[0]))
 
 
+@tensor_method()
 @traced("addmm")
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1.0,
           alpha: float = 1.0) -> Tensor:
@@ -751,6 +759,7 @@ class DiagonalBackward(OpSpec):
                 ((g.reshape(1, 3),), {"in_shape": (3, 1, 4), "dim1": 0, "dim2": 2})]
 
 
+@tensor_method()
 def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal of x over dims dim1 and dim2, as a view: `offset` > 0 above the main
     diagonal, < 0 below. The result has x's other dims, then the diagonal.
@@ -775,6 +784,7 @@ Diagonal.fn = staticmethod(diagonal)
 DiagonalBackward.fn = staticmethod(diagonal_backward)
 
 
+@tensor_method()
 def trace(x: Tensor) -> Tensor:
     """The sum of the main diagonal of a 2-D tensor.
 

@@ -8,7 +8,7 @@ import numpy as np
 from .. import creation
 from .. import dtype as _dt
 from ..tensor import Tensor
-from ._registry import apply, expect_tensor
+from ._registry import apply, expect_tensor, tensor_method
 from .elementwise import eq, ge, le, logical_not, masked_fill, sub
 from .layout import cast, reshape
 from .shape import Unsqueeze, _composite, _ints, _rand
@@ -28,6 +28,7 @@ def _triangle(op: str, x: Tensor, diagonal: int, lower: bool) -> Tensor:
     return masked_fill(x, logical_not(keep), 0)
 
 
+@tensor_method()
 def tril(x: Tensor, diagonal: int = 0) -> Tensor:
     """The lower triangle of the last two dimensions (elements with column - row <= diagonal);
     the rest is zero.
@@ -40,6 +41,7 @@ def tril(x: Tensor, diagonal: int = 0) -> Tensor:
     return _triangle("tril", x, diagonal, True)
 
 
+@tensor_method()
 def triu(x: Tensor, diagonal: int = 0) -> Tensor:
     """The upper triangle of the last two dimensions (elements with column - row >= diagonal);
     the rest is zero.

@@ -17,7 +17,16 @@ import numpy as np
 from .. import creation as _cr
 from .. import dtype as _dt
 from ..tensor import Tensor, _wrap_dim
-from ._registry import OpSpec, apply, contiguous, expect_tensor, kernel, ptr, register
+from ._registry import (
+    OpSpec,
+    apply,
+    contiguous,
+    expect_tensor,
+    kernel,
+    ptr,
+    register,
+    tensor_method,
+)
 from .elementwise import eq, maximum, minimum, where
 from .layout import cast, expand, permute, reshape
 
@@ -117,6 +126,7 @@ class Sum(OpSpec):
         return r.astype(np.int64) if x.dtype in (np.int32, np.bool_) else r
 
 
+@tensor_method()
 def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Sum over dim (an int, a tuple, or None for all dims).
 
@@ -139,6 +149,7 @@ def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
 Sum.fn = staticmethod(sum)
 
 
+@tensor_method()
 def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Arithmetic mean over dim (float tensors).
 
@@ -280,6 +291,7 @@ class Prod(OpSpec):
         return _samples(lambda r, s: r.uniform(0.5, 1.5, s) * r.choice([-1.0, 1.0], s))
 
 
+@tensor_method()
 def prod(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Product over dim (an int, a tuple, or None for all dims); bool/int32 give int64.
 
@@ -363,6 +375,7 @@ def _extreme(spec, x, dim, keepdim, op=None) -> Tensor:
     return apply(spec, x, dims, bool(keepdim))
 
 
+@tensor_method()
 def amax(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Largest value over dim (int, tuple or None); NaN wins. Gradient is split between ties.
 
@@ -374,6 +387,7 @@ def amax(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     return _extreme(Amax, x, dim, keepdim)
 
 
+@tensor_method()
 def amin(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Smallest value over dim (int, tuple or None); NaN wins. Gradient is split between ties.
 
@@ -487,6 +501,7 @@ def _extreme_with_index(spec, whole, pairwise, x, dim, keepdim):
     return ValuesIndices(*apply(spec, x, d, bool(keepdim)))
 
 
+@tensor_method()
 def max(x: Tensor, dim=None, keepdim: bool = False):
     """The largest value; with an int dim, a named tuple (values, indices) along it; with a
     tensor as second argument, the elementwise maximum. NaN wins, like numpy.
@@ -500,6 +515,7 @@ def max(x: Tensor, dim=None, keepdim: bool = False):
     return _extreme_with_index(Max, Amax, maximum, x, dim, keepdim)
 
 
+@tensor_method()
 def min(x: Tensor, dim=None, keepdim: bool = False):
     """The smallest value; with an int dim, a named tuple (values, indices) along it; with a
     tensor as second argument, the elementwise minimum. NaN wins, like numpy.
@@ -578,6 +594,7 @@ def _arg_extreme(spec, x, dim, keepdim) -> Tensor:
     return apply(spec, x, d, bool(keepdim))
 
 
+@tensor_method()
 def argmax(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Index (int64) of the largest value along dim, or in the flattened tensor when dim is
     None; the first occurrence wins ties, and a NaN wins over numbers.
@@ -590,6 +607,7 @@ def argmax(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     return _arg_extreme(Argmax, x, dim, keepdim)
 
 
+@tensor_method()
 def argmin(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Index (int64) of the smallest value along dim, or in the flattened tensor when dim is
     None; the first occurrence wins ties, and a NaN wins over numbers.
@@ -663,6 +681,7 @@ def _logical(spec, x, dim, keepdim) -> Tensor:
     return apply(spec, xb, dims, bool(keepdim))
 
 
+@tensor_method()
 def all(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """True where every element over dim is non-zero (True for an empty reduction).
 
@@ -674,6 +693,7 @@ def all(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     return _logical(All, x, dim, keepdim)
 
 
+@tensor_method()
 def any(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """True where some element over dim is non-zero (False for an empty reduction).
 

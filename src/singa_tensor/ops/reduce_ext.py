@@ -12,7 +12,7 @@ from .. import autograd as _ag
 from .. import creation as _cr
 from .. import dtype as _dt
 from ..tensor import Tensor
-from ._registry import OpSpec, apply, expect_tensor, register
+from ._registry import OpSpec, apply, expect_tensor, register, tensor_method
 from .elementwise import abs as _abs
 from .elementwise import eq, exp, ne, sqrt, where
 from .elementwise import pow as _pow
@@ -89,6 +89,7 @@ class Var(OpSpec):
         return _var_samples()
 
 
+@tensor_method()
 def var(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
         correction: float | None = None) -> Tensor:
     """Variance over dim with `correction` (default 1, Bessel's) subtracted from the count;
@@ -128,6 +129,7 @@ class Std(OpSpec):
         return _var_samples(std=True)
 
 
+@tensor_method()
 def std(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
         correction: float | None = None) -> Tensor:
     """Standard deviation: the square root of var (same arguments).
@@ -183,6 +185,7 @@ class LogSumExp(OpSpec):
         return _samples(_normal)
 
 
+@tensor_method()
 def logsumexp(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over dim, computed without overflow.
 
@@ -271,6 +274,7 @@ def _softmax_like(spec, x, dim, dtype) -> Tensor:
     return apply(spec, x, d)
 
 
+@tensor_method()
 def softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
     """exp(x) normalised to sum to 1 along dim (fused and overflow-safe).
 
@@ -282,6 +286,7 @@ def softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
     return _softmax_like(Softmax, x, dim, dtype)
 
 
+@tensor_method()
 def log_softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
     """log(softmax(x, dim)), computed directly so it stays finite for very negative inputs.
 
@@ -376,6 +381,7 @@ def _scan(spec, x, dim, dtype) -> Tensor:
     return apply(spec, _widen_int(x, dtype), d)
 
 
+@tensor_method()
 def cumsum(x: Tensor, dim: int, *, dtype=None) -> Tensor:
     """Running sum along dim; bool/int32 give int64.
 
@@ -387,6 +393,7 @@ def cumsum(x: Tensor, dim: int, *, dtype=None) -> Tensor:
     return _scan(Cumsum, x, dim, dtype)
 
 
+@tensor_method()
 def cumprod(x: Tensor, dim: int, *, dtype=None) -> Tensor:
     """Running product along dim; bool/int32 give int64. Its gradient assumes non-zero
     inputs (see Cumprod).
@@ -453,6 +460,7 @@ class Norm(OpSpec):
         return out
 
 
+@tensor_method()
 def norm(x: Tensor, p=2, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     """Vector p-norm over dim: p is a number (inf and -inf for max/min of abs(x), 0 for the count
     of non-zeros) or "fro" (the 2-norm over the given dims).

@@ -24,6 +24,7 @@ from ._registry import (
     copy_into,
     expect_tensor,
     register,
+    tensor_method,
     traced,
 )
 from .layout import clone, expand, permute, reshape, transpose
@@ -99,6 +100,7 @@ class Squeeze(OpSpec):
                 ((_rand(1, 1),), {})]
 
 
+@tensor_method()
 def squeeze(x: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     """Drop dimensions of size 1 (all of them, or those in dim; other sizes are left alone).
     A view.
@@ -141,6 +143,7 @@ class Unsqueeze(OpSpec):
                 ((_rand(), 0), {})]
 
 
+@tensor_method()
 def unsqueeze(x: Tensor, dim: int) -> Tensor:
     """Insert a dimension of size 1 at dim (negative dims count from the end of the result).
     A view.
@@ -263,6 +266,7 @@ def _slice_backward(g: Tensor, in_shape: tuple, dim: int, start: int, stop: int,
                  stop, step)
 
 
+@tensor_method()
 def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
     """The view x[..., start:start+length, ...] along dim (start may be negative).
 
@@ -314,6 +318,7 @@ class Select(OpSpec):
         return [((_rand(3, 4), 0, 1), {}), ((_rand(3, 4), -1, -1), {}), ((_rand(5), 0, 2), {})]
 
 
+@tensor_method()
 def select(x: Tensor, dim: int, index: int) -> Tensor:
     """x[..., index, ...] along dim: a view with that dimension removed.
 
@@ -333,6 +338,7 @@ def select(x: Tensor, dim: int, index: int) -> Tensor:
     return apply(Select, x, d, index % n)
 
 
+@tensor_method()
 def unbind(x: Tensor, dim: int = 0) -> tuple:
     """The slices of x along dim, each with that dimension removed (views).
 
@@ -484,6 +490,7 @@ def _split_sizes(op: str, x: Tensor, d: int, split_size_or_sections) -> tuple:
     return (size,) * (n // size) + ((n % size,) if n % size else ())
 
 
+@tensor_method()
 def split(x: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
     """Split x along dim into views of split_size each (the last may be smaller), or into
     pieces of the given sizes.
@@ -504,6 +511,7 @@ def split(x: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) 
     return tuple(out)
 
 
+@tensor_method()
 def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple:
     """Split x into `chunks` views of equal size ceil(n / chunks) along dim (the last may be
     smaller, and there may be fewer pieces, as in PyTorch).
@@ -576,6 +584,7 @@ class Flip(OpSpec):
                 ((_rand(), ()), {})]
 
 
+@tensor_method()
 def flip(x: Tensor, dims: int | Sequence[int]) -> Tensor:
     """Reverse the order of elements along dims (a copy).
 
@@ -589,6 +598,7 @@ def flip(x: Tensor, dims: int | Sequence[int]) -> Tensor:
     return apply(Flip, x, dims)
 
 
+@tensor_method()
 def roll(x: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None
          ) -> Tensor:
     """Shift elements cyclically along dims (over the flattened tensor when dims is None).
@@ -616,6 +626,7 @@ def roll(x: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | Non
     return clone(x) if y is x else y
 
 
+@tensor_method()
 @traced("flatten")
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dims start_dim..end_dim into one (a view when the layout allows).
@@ -644,6 +655,7 @@ def _flatten_reference(x, start_dim=0, end_dim=-1):
     return x.reshape(x.shape[:s] + (-1,) + x.shape[e + 1:])
 
 
+@tensor_method()
 def repeat(x: Tensor, *sizes) -> Tensor:
     """Tile x: dimension i is repeated sizes[i] times (extra leading sizes add dimensions).
 
@@ -667,6 +679,7 @@ def repeat(x: Tensor, *sizes) -> Tensor:
     return clone(y) if y._storage is x._storage else y  # repeat always copies, as in PyTorch
 
 
+@tensor_method()
 def tile(x: Tensor, dims: Sequence[int]) -> Tensor:
     """numpy's tile: like repeat, but fewer dims than x.ndim repeat the trailing dimensions.
 
@@ -680,6 +693,7 @@ def tile(x: Tensor, dims: Sequence[int]) -> Tensor:
     return repeat(x, *((1,) * (x.ndim - len(dims)) + dims))
 
 
+@tensor_method("movedim", "moveaxis")
 def movedim(x: Tensor, source: int | Sequence[int], destination: int | Sequence[int]
             ) -> Tensor:
     """Move dimensions source to positions destination; the others keep their order. A view.
@@ -712,6 +726,7 @@ def movedim(x: Tensor, source: int | Sequence[int], destination: int | Sequence[
 moveaxis = movedim
 
 
+@tensor_method("swapaxes", "swapdims")
 def swapaxes(x: Tensor, axis0: int, axis1: int) -> Tensor:
     """Swap two dimensions (numpy's name for transpose). A view.
 
@@ -726,6 +741,7 @@ def swapaxes(x: Tensor, axis0: int, axis1: int) -> Tensor:
 swapdims = swapaxes
 
 
+@tensor_method()
 def expand_as(x: Tensor, other: Tensor) -> Tensor:
     """expand(x) to other's shape.
 
@@ -737,6 +753,7 @@ def expand_as(x: Tensor, other: Tensor) -> Tensor:
     return expand(x, *expect_tensor("expand_as", other, "other")._shape)
 
 
+@tensor_method()
 def view_as(x: Tensor, other: Tensor) -> Tensor:
     """view(x) with other's shape (never copies).
 
@@ -748,6 +765,7 @@ def view_as(x: Tensor, other: Tensor) -> Tensor:
     return _view(x, *expect_tensor("view_as", other, "other")._shape)
 
 
+@tensor_method()
 def reshape_as(x: Tensor, other: Tensor) -> Tensor:
     """reshape(x) to other's shape.
 

@@ -13,7 +13,7 @@ import numpy as np
 from .. import creation as _cr
 from .. import dtype as _dt
 from ..tensor import Tensor, _wrap_dim
-from ._registry import OpSpec, apply, expect_tensor, kernel, ptr, register
+from ._registry import OpSpec, apply, expect_tensor, kernel, ptr, register, tensor_method
 from .index import ScatterAdd
 from .layout import cast
 from .reduce import _LOW, ValuesIndices, canonical
@@ -133,6 +133,7 @@ class Sort(_Ordered):
         return _np_sorted(x, dim, None, descending)
 
 
+@tensor_method()
 def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False):
     """The values along dim in order, and where each came from: a named tuple (values,
     indices). The sort is always stable (equal values keep their order) and NaN sorts as the
@@ -177,6 +178,7 @@ class Argsort(OpSpec):
         return _np_sorted(x, dim, None, descending)[1]
 
 
+@tensor_method()
 def argsort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
     """The indices (int64) that sort x along dim: sort(x, dim, descending).indices.
 
@@ -217,6 +219,7 @@ class Topk(_Ordered):
         return _np_sorted(x, dim, k, largest)
 
 
+@tensor_method()
 def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     """The k largest (or smallest) values along dim, in order, and their indices: a named
     tuple (values, indices). Among equal values the lower index comes first; NaN counts as

@@ -26,6 +26,7 @@ from ._registry import (
     kernel,
     ptr,
     register,
+    tensor_method,
     traced,
 )
 from .index import (
@@ -208,6 +209,7 @@ def _take(x: Tensor, p: _Key) -> Tensor:
     return reshape(apply(IndexSelect, merged, p0, flat), *(pre + p.bshape + post))
 
 
+@tensor_method("__getitem__")
 @traced("getitem")
 def getitem(x: Tensor, key) -> Tensor:
     """x[key] with numpy's rules: ints, slices and None give a view; integer and bool tensors
@@ -341,6 +343,7 @@ def _value_arg(op: str, x: Tensor, value, rshape) -> Tensor:
     return value
 
 
+@tensor_method()
 def index_put(x: Tensor, indices, values, accumulate: bool = False) -> Tensor:
     """Out of place x[indices] = values (or += with accumulate, where repeated indices add up);
     indices is anything x[...] accepts.
@@ -379,6 +382,7 @@ def _assign(x: Tensor, key, value, accumulate: bool, op: str) -> Tensor:
     return x
 
 
+@tensor_method("__setitem__")
 def setitem(x: Tensor, key, value) -> None:
     """x[key] = value: value (a number or anything broadcastable to x[key]) is cast to x's
     dtype and written in place; with gradients on, the write is recorded in the graph.
@@ -392,6 +396,7 @@ def setitem(x: Tensor, key, value) -> None:
     _assign(x, key, value, False, "__setitem__")
 
 
+@tensor_method()
 def index_put_(x: Tensor, indices, values, accumulate: bool = False) -> Tensor:
     """In-place index_put.
 
@@ -579,8 +584,3 @@ Getitem.fn = staticmethod(getitem)
 
 
 __all__ = ["index_put", "index_put_"]
-
-Tensor.__getitem__ = getitem
-Tensor.__setitem__ = setitem
-Tensor.index_put_ = index_put_
-Tensor.index_put = index_put
