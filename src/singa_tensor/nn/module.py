@@ -7,7 +7,7 @@ Names are dotted paths (`block.0.weight`), which is what `state_dict` and optimi
 from __future__ import annotations
 
 from collections import OrderedDict, namedtuple
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from .. import autograd as _ag
 from .. import backend as _backend
@@ -123,7 +123,7 @@ class Module:
             f'Module [{type(self).__name__}] is missing the required "forward" function'
         )
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
 
     # ---- registration ----------------------------------------------------------------------

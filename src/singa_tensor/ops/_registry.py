@@ -127,6 +127,8 @@ def bind_method(fn: Callable, *names: str, inplace: str | tuple = (), reflected:
                              f"and {fn.__name__})")
         label = plain_inplace[0] if name.startswith("__") and plain_inplace else name
         METHODS[name] = MethodDecl(name, fn, how, label)
+        if _inplace_method is not None:
+            _bind(METHODS[name])
     return fn
 
 
@@ -138,21 +140,30 @@ def tensor_method(*names: str, inplace: str | tuple = (), reflected: str | tuple
 
 
 def bind_methods(inplace_method: Callable) -> None:
-    """Set every declared method on Tensor. inplace_method(fn, name, kind) builds an in-place
-    variant (ops/inplace.py owns how in-place writes work)."""
+    """Set every declared method on Tensor; methods declared later (an extension's ops) are set
+    as they are declared. inplace_method(fn, name, kind) builds an in-place variant
+    (ops/inplace.py owns how in-place writes work)."""
+    global _inplace_method
+    _inplace_method = inplace_method
     for d in METHODS.values():
-        if d.name in Tensor.__dict__ and getattr(Tensor, d.name) is not None \
-                and d.name not in _bound:
-            raise ValueError(f"Tensor.{d.name}: declared by {d.fn.__name__} but Tensor defines "
-                             f"it itself")
-        if d.how == "plain":
-            method = d.fn
-        elif d.how == "reflected":
-            method = _reflected(d.fn, d.name)
-        else:
-            method = inplace_method(d.fn, d.label, d.how)
-        setattr(Tensor, d.name, method)
-        _bound.add(d.name)
+        _bind(d)
+
+
+_inplace_method: Callable | None = None
+
+
+def _bind(d: MethodDecl) -> None:
+    if d.name in Tensor.__dict__ and d.name not in _bound:
+        raise ValueError(f"Tensor.{d.name}: declared by {d.fn.__name__} but Tensor defines it "
+                         f"itself")
+    if d.how == "plain":
+        method = d.fn
+    elif d.how == "reflected":
+        method = _reflected(d.fn, d.name)
+    else:
+        method = _inplace_method(d.fn, d.label, d.how)
+    setattr(Tensor, d.name, method)
+    _bound.add(d.name)
 
 
 _bound: set = set()
