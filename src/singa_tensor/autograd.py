@@ -16,6 +16,7 @@ import threading
 import weakref
 from typing import Callable, Sequence
 
+from . import _execution
 from .tensor import Tensor
 
 # ---- grad mode ---------------------------------------------------------------------------------
@@ -663,7 +664,13 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        ex = _execution.current()
+        if ex is not None:  # onnx export cannot trace into a user's Function
+            return ex.custom_function(cls, args, kwargs, lambda: cls._apply(*args, **kwargs))
+        return cls._apply(*args, **kwargs)
 
+    @classmethod
+    def _apply(cls, *args, **kwargs):
         ctx = FunctionCtx()
         tensor_args = [a for a in args if isinstance(a, Tensor)]
         needs = any(a.requires_grad for a in tensor_args) and _mode.enabled

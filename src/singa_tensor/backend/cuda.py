@@ -13,6 +13,7 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
+from .. import _execution
 from ..dtype import ALL as _DTYPES
 from ._cuda_ffi import ffi, lib
 from .device import Device, as_device
@@ -274,7 +275,6 @@ class CudaBackend:
     # ---- host and device copies -------------------------------------------------------------
     def transfer(self, x, device: Device):
         """x copied to device, where x or device (or both) is this backend's device."""
-        from ..ops import _registry
         from ..ops._registry import contiguous
         from ..tensor import Tensor
         from . import get
@@ -285,8 +285,9 @@ class CudaBackend:
         nbytes = x.numel() * x.dtype.itemsize
         if nbytes:
             copy = self._copier(x._device, device)
-            if _registry._capture is not None:  # graph mode records the copy as a call
-                copy = _registry._capture.wrap(copy, "transfer", self)
+            ex = _execution.current()
+            if ex is not None:  # graph mode records the copy as a call
+                copy = ex.kernel(copy, "transfer", self)
             copy(_data(out), _data(src), nbytes)
         return out
 

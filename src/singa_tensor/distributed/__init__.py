@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from ..ops import _registry
+from .. import _execution
 from ..tensor import Tensor
 from ._base import Communicator, DistributedError, Group, ReduceOp, Work
 
@@ -46,10 +46,9 @@ def _world() -> Group:
 
 
 def _group(group) -> Group:
-    if _registry._capture is not None:
-        # a replay would skip the message and silently train each rank on its own
-        raise RuntimeError("distributed: collectives cannot be recorded in graph mode "
-                           "(st.compile); communicate outside the compiled step")
+    ex = _execution.current()
+    if ex is not None:
+        ex.collective("distributed")
     world = _world()
     if group is None:
         return world

@@ -3,10 +3,11 @@ in, the storages born during the run, host reads of tensor values (they become g
 from random generators (a replay draws again) and optimizer updates (a replay may run them
 eagerly when their hyper-parameters changed).
 
-The recorder hooks in for the length of one run only: `ops._registry` hands out wrapped
-kernels while `_registry._capture` is set, and `Tensor._make`, `Tensor._numpy` and
-`Generator._take` are swapped for recording versions and restored afterwards, so eager
-execution pays nothing for graph mode.
+The recorder is the execution context (`singa_tensor._execution`) for the length of one run:
+ops hand it their kernels to wrap, their results to check and their host decisions, and
+optimizers and collectives tell it where they run. `Tensor._make`, `Tensor._numpy` and
+`Generator._take` (and the backends' host writers) are still swapped for recording versions
+for the run and restored afterwards, so eager execution pays nothing for graph mode.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import cffi
 import numpy as np
 
 from .. import random as _random
-from ..ops import _registry
+from .._execution import ExecutionContext, _current, current
 from ..tensor import Tensor
 
 _ffi = cffi.FFI()
@@ -192,8 +193,10 @@ class Recording:
         self.host_init: set[int] = set()
 
 
-class Recorder:
+class Recorder(ExecutionContext):
     """Active for one run; `with Recorder() as rec:` then `rec.recording`."""
+
+    name = "graph capture"
 
     def __init__(self) -> None:
         self.recording = Recording()
@@ -294,6 +297,21 @@ class Recorder:
                 last[sid] = n
 
     # ---- ops ---------------------------------------------------------------------------------
+    # ---- the execution context's hooks -------------------------------------------------------
+    def run_op(self, spec, node, args: tuple, attrs: dict):
+        mark = self.mark()
+        out = spec.forward(node, *args, **attrs)
+        self.op_done(spec, mark, out)
+        return out
+
+    def kernel(self, fn, symbol: str, backend):
+        return self.wrap(fn, symbol, backend)
+
+    def collective(self, what: str) -> None:
+        # a replay would skip the message and silently train each rank on its own
+        raise RuntimeError(f"{what}: collectives cannot be recorded in graph mode "
+                           f"(st.compile); communicate outside the compiled step")
+
     def mark(self) -> tuple:
         return len(self.recording.calls), len(self.recording.storages)
 
@@ -369,7 +387,7 @@ class Recorder:
 
     # ---- the hooks --------------------------------------------------------------------------
     def __enter__(self) -> Recorder:
-        if _registry._capture is not None:
+        if current() is not None:
             raise GraphError("graph capture: another capture is already recording (a compiled "
                              "step cannot call another compiled step)")
         types = _storage_types()
@@ -409,7 +427,7 @@ class Recorder:
         self._patched = []
         for owner, name in _host_writers():
             self._patch_host_writer(owner, name)
-        _registry._capture = self
+        self._token = _current.set(self)
         return self
 
     def _patch_host_writer(self, owner, name: str) -> None:
@@ -449,7 +467,7 @@ class Recorder:
         _random.Generator._take = orig_take
         for owner, name, orig in reversed(self._patched):
             setattr(owner, name, orig)
-        _registry._capture = None
+        _current.reset(self._token)
         self._wrapped.clear()
 
 

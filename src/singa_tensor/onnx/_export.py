@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _execution
 from .. import autograd as _ag
 from .. import dtype as _dt
+from .._execution import ExecutionContext
 from .._optional import require
-from ..ops import _registry
 from ..tensor import Tensor
 
 MIN_OPSET, MAX_OPSET = 11, 21
@@ -54,8 +55,12 @@ class _Call:
             spec, args, attrs, outs, children)
 
 
-class Tracer:
-    """Collects the ops of one forward pass as a tree (composites hold their inner ops)."""
+class Tracer(ExecutionContext):
+    """Collects the ops of one forward pass as a tree (composites hold their inner ops): the
+    execution context of an export."""
+
+    name = "onnx export"
+    tracing = True
 
     def __init__(self, known: list):
         self.root: list = []
@@ -77,6 +82,15 @@ class Tracer:
         for t in outs:
             self.produced[id(t)] = t
             self._versions[id(t)] = t._storage.version
+
+    def run_op(self, spec, node, args: tuple, attrs: dict):
+        out = spec.forward(node, *args, **attrs)
+        self.record(spec, args, attrs, out)
+        return out
+
+    def custom_function(self, cls, args: tuple, kwargs: dict, run):
+        raise RuntimeError(f"onnx export: custom autograd.Function '{cls.__name__}' has no "
+                           "ONNX form; write it with library ops to export it")
 
     def record(self, spec, args, attrs, out) -> None:
         self._check_unmodified(spec.name, args)
@@ -263,11 +277,6 @@ def _axes(op: str, spec, name: str, ndim: int) -> dict:
     return out
 
 
-def _custom_function(cls, *args, **kwargs):
-    raise RuntimeError(f"onnx export: custom autograd.Function '{cls.__name__}' has no ONNX "
-                       "form; write it with library ops to export it")
-
-
 def export(model, args, f=None, opset_version: int = 17, input_names=None, output_names=None,
            dynamic_axes=None):
     """Trace one forward pass of model on args and write it as an ONNX model.
@@ -309,16 +318,11 @@ def export(model, args, f=None, opset_version: int = 17, input_names=None, outpu
         params.setdefault(id(p), (pname, p))
     modes = [(m, m.training) for m in model.modules()]
     tracer = Tracer(inputs + [p for _, p in params.values()])
-    saved_apply = _ag.Function.__dict__["apply"]  # the classmethod itself, not a bound method
     model.eval()
     try:
-        _ag.Function.apply = classmethod(_custom_function)
-        _registry._tracer = tracer
-        with _ag.no_grad():
+        with _execution.running(tracer), _ag.no_grad():
             result = model(*call_args)
     finally:
-        _registry._tracer = None
-        _ag.Function.apply = saved_apply
         for m, mode in modes:
             m.training = mode
     outs = _flat(result)

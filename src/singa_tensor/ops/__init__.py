@@ -29,7 +29,20 @@ from . import (
     sort,
     subscript,
 )
-from ._registry import METHODS, REGISTRY, OpSpec, apply, bind_methods, register
+
+# the declaration helpers, re-exported for op authors: singa_tensor.ops.unary_op ...
+from ._registry import (  # noqa: F401
+    METHODS,
+    REGISTRY,
+    OpSpec,
+    apply,
+    bind_method,
+    bind_methods,
+    composite,
+    register,
+    tensor_method,
+)
+from .elementwise import binary_op, unary_op  # noqa: F401
 from .inplace import copy_, fill_, zero_
 
 # the families whose __all__ make up the public functions (st.exp, st.linear ...), in the
@@ -42,4 +55,6 @@ for _mod in reversed(_FAMILIES):
 
 bind_methods(inplace.inplace_method)
 
-__all__ = ["METHODS", "REGISTRY", "OpSpec", "apply", "register", "copy_", "fill_", "zero_"]
+# what `from singa_tensor.ops import *` (and so the top-level package) takes; the declaration
+# helpers (unary_op, binary_op, composite, tensor_method, bind_method) stay in singa_tensor.ops
+__all__ = ["REGISTRY", "OpSpec", "apply", "register", "copy_", "fill_", "zero_"]

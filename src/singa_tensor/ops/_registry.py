@@ -23,17 +23,16 @@ import functools
 import inspect
 from typing import Callable
 
+from .. import _execution
 from .. import autograd as _ag
 from .. import dtype as _dt
 from ..tensor import Tensor
 
 REGISTRY: dict[str, type[OpSpec]] = {}
 
-# set by onnx export while it traces a forward pass; None keeps apply() on its fast path
-_tracer = None
-# set by graph capture (singa_tensor.graph) while it records a step: kernels are then handed
-# out wrapped, so that each call is recorded as it runs
-_capture = None
+# what changes how ops run for a while (onnx export's tracer, graph mode's recorder): None in
+# eager execution, which keeps apply() and kernel() on their fast paths
+execution = _execution.current
 
 
 class OpSpec:
@@ -197,14 +196,11 @@ def apply(spec, *args, **attrs):
     """Run spec's forward and, when gradients are wanted, record it in the graph."""
     nc = spec.__dict__.get("node_class")
     ctx = nc() if nc is not None else _ag.Node()
-    if _capture is None:
+    ex = execution()
+    if ex is None:
         out = spec.forward(ctx, *args, **attrs)
-    else:  # graph mode is recording: it checks that the result came from recorded kernels
-        mark = _capture.mark()
-        out = spec.forward(ctx, *args, **attrs)
-        _capture.op_done(spec, mark, out)
-    if _tracer is not None:
-        _tracer.record(spec, args, attrs, out)
+    else:  # graph mode checks the result came from recorded kernels; onnx export records it
+        out = ex.run_op(spec, ctx, args, attrs)
     if _ag._mode.enabled and spec.differentiable:
         for a in args:
             if a.__class__ is Tensor and a.requires_grad:
@@ -223,15 +219,64 @@ def traced(name: str):
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            if _tracer is None:
+            ex = execution()
+            if ex is None or not ex.tracing:
                 return fn(*args, **kwargs)
             bound = sig.bind(*args, **kwargs)
             bound.apply_defaults()
-            return _tracer.scope(REGISTRY[name], bound.arguments, lambda: fn(*args, **kwargs))
+            return ex.scope(REGISTRY[name], bound.arguments, lambda: fn(*args, **kwargs))
 
         return run
 
     return wrap
+
+
+def composite(name: str, reference: Callable, *, onnx: str | None = None, kind: str = "custom",
+              dtypes: tuple = ("float32", "float64"), domain: tuple = (-3.0, 3.0),
+              grad_domain: tuple | None = None, samples: Callable | None = None,
+              differentiable: bool = True, twice_differentiable: bool = True,
+              method: bool | str | tuple = False, inplace: bool | str | tuple = False,
+              reflected: str | tuple = ()) -> Callable:
+    """Decorator: declare a plain function that composes other ops as registry op `name`.
+
+    It needs no kernel and no backward (autograd records the ops it runs); `reference` is its
+    numpy definition, which the registry-driven tests compare with, and `kind`/`samples` say
+    how they draw inputs ("unary", "binary" or "reduce" are drawn automatically; "custom" ops
+    give `samples()`, a list of (args, kwargs) with numpy arrays for tensors). With `onnx`, the
+    export traces it as one node that a spec's `onnx_export` can write; otherwise its parts
+    export. method/inplace/reflected: its Tensor methods (True: the op's name, "<name>_").
+    Put the function's name in its module's `__all__` to make it `st.<name>`.
+
+    Example:
+        >>> import numpy as np
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops import composite
+        >>> @composite("_doc_softsign", lambda x: x / (1 + np.abs(x)), kind="unary")
+        ... def _doc_softsign(x):
+        ...     return x / (1 + x.abs())
+        >>> _doc_softsign(st.tensor([1.0, -3.0])).tolist()
+        [0.5, -0.75]
+        >>> _ = REGISTRY.pop("_doc_softsign")  # a documentation example, not a library op
+    """
+
+    def declare(fn: Callable) -> Callable:
+        public = traced(name)(fn) if onnx is not None else fn
+        attrs = {"name": name, "onnx": onnx, "kind": kind, "composite": True, "dtypes": dtypes,
+                 "domain": domain, "grad_domain": grad_domain, "differentiable": differentiable,
+                 "twice_differentiable": twice_differentiable,
+                 "reference": staticmethod(reference), "fn": staticmethod(public)}
+        if samples is not None:
+            attrs["samples"] = staticmethod(samples)
+        spec = type("".join(p.title() for p in name.split("_")) or name, (OpSpec,), attrs)
+        register(spec)
+        names = (name,) if method is True else ((method,) if isinstance(method, str)
+                                                  else tuple(method or ()))
+        inplace_names = (name + "_",) if inplace is True else inplace or ()
+        if names or inplace_names or reflected:
+            bind_method(public, *names, inplace=inplace_names, reflected=reflected)
+        return public
+
+    return declare
 
 
 # ---- kernel calling ----------------------------------------------------------------------------
@@ -250,8 +295,9 @@ def kernel(t: Tensor, op: str, dtype=None):
         if fn is None:
             raise TypeError(f"{op}: not implemented for dtype {dtype.name} on {t.device}")
         _kernel_cache[key] = fn
-    if _capture is not None:
-        return _capture.wrap(fn, f"st_{op}_{dtype.suffix}", be)
+    ex = execution()
+    if ex is not None:
+        return ex.kernel(fn, f"st_{op}_{dtype.suffix}", be)
     return fn
 
 
@@ -259,8 +305,9 @@ def kernel_symbol(t: Tensor, symbol: str):
     """The backend function named symbol for t's device (None if it has none), for kernels
     whose names do not follow st_<op>_<dtype of t>."""
     fn = t._be.kernel(symbol)
-    if fn is not None and _capture is not None:
-        return _capture.wrap(fn, symbol, t._be)
+    ex = execution()
+    if fn is not None and ex is not None:
+        return ex.kernel(fn, symbol, t._be)
     return fn
 
 
@@ -269,9 +316,10 @@ def host_decision(read: Callable, decide: Callable):
     example, whether indices are in bounds). Outside graph capture this is just read(); while
     a graph captures, the decision (not the raw values) becomes the replay's guard, so new
     values that decide the same way replay instead of re-recording."""
-    if _capture is None:
+    ex = execution()
+    if ex is None:
         return read()
-    return _capture.decision(read, decide)
+    return ex.decision(read, decide)
 
 
 def ptr(t: Tensor):
@@ -327,8 +375,9 @@ def t_kernel_copy(t: Tensor):
     fn = _kernel_cache.get(key)
     if fn is None:
         fn = _kernel_cache[key] = t._be.kernel(t._be.copy_symbol(t.dtype))
-    if _capture is not None:
-        return _capture.wrap(fn, t._be.copy_symbol(t.dtype), t._be)
+    ex = execution()
+    if ex is not None:
+        return ex.kernel(fn, t._be.copy_symbol(t.dtype), t._be)
     return fn
 
 
@@ -404,6 +453,7 @@ __all__ = [
     "OpSpec",
     "apply",
     "bind_method",
+    "composite",
     "broadcast_shapes",
     "broadcast_strides",
     "contiguous",

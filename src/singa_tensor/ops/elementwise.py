@@ -60,14 +60,28 @@ def _unary_input(op: str, x, int_ok: bool):
     return cast(x, _dt.float32), None
 
 
-def _unary(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=False, attrs=(),
-           differentiable=True, twice=True, grad_domain=None, saves="xy", doc="", method=False,
-           inplace=False):
-    """Define and register a unary op running kernel st_<name>_<dtype>(x, y, n, a, b).
+def unary_op(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=False, attrs=(),
+             differentiable=True, twice=True, grad_domain=None, saves="xy", doc="",
+             method=False, inplace=False):
+    """Declare and register a unary op running kernel st_<name>_<dtype>(x, y, n, a, b) (one
+    line of the ABI header's ST_UNARY_FLOAT_OPS list and one functor in functors.h); returns
+    its public function.
 
-    saves: which of the input "x" and output "y" the backward reads; saving only those lets
-    users modify the other in place (y = x.sin(); y.add_(1) is fine, as in PyTorch).
-    method, inplace: the Tensor methods it provides (`_declare`)."""
+    backward(ctx, g, x, y) is the input gradient in Tensor ops (None: not differentiable);
+    reference the numpy definition. The dtype policy is the same for every unary op: float32
+    and float64 compute in their own type, float16 and bfloat16 in float32 and are stored
+    back, integers and bool go to float32 (or stay integers with int_ok). attrs: up to two
+    (name, default) number arguments, passed to the kernel as alpha and beta. saves: which of
+    the input "x" and output "y" the backward reads; saving only those lets users modify the
+    other in place (y = x.sin(); y.add_(1) is fine, as in PyTorch). method, inplace: the
+    Tensor methods it provides (True for its own name, or the names).
+
+    Example (elementwise.py declares exp so; st.exp is the function returned):
+        >>> import singa_tensor as st
+        >>> spec = st.op_registry["exp"]
+        >>> spec.fn is st.exp, spec.kind, spec.onnx, st.tensor([0.0]).exp().tolist()
+        (True, 'unary', 'Exp', [1.0])
+    """
     attr_names = tuple(a for a, _ in attrs)
     defaults = tuple(d for _, d in attrs)
 
@@ -144,46 +158,47 @@ def _mask(x):  # 1 where x > 0 else 0, in x's dtype; not differentiable
     return relu_mask(x)
 
 
-neg = _unary("neg", "Neg", lambda c, g, x, y: -g, np.negative, int_ok=True, saves="",
-             method=("neg", "__neg__"), inplace=True)
-abs = _unary("abs", "Abs", lambda c, g, x, y: g * sign(x), np.abs, int_ok=True,
-             grad_domain=(0.1, 3.0), saves="x", method=("abs", "__abs__"), inplace=True)
-sign = _unary("sign", "Sign", lambda c, g, x, y: g * 0.0, np.sign, int_ok=True, saves="",
-              method=True, inplace=True)
-exp = _unary("exp", "Exp", lambda c, g, x, y: g * y, np.exp, domain=(-10.0, 10.0), saves="y",
-             method=True, inplace=True)
-log = _unary("log", "Log", lambda c, g, x, y: g / x, np.log, domain=(0.01, 10.0), saves="x",
-             method=True, inplace=True)
-log1p = _unary("log1p", None, lambda c, g, x, y: g / (x + 1.0), np.log1p, domain=(-0.9, 10.0),
-               saves="x", method=True, inplace=True)
-expm1 = _unary("expm1", None, lambda c, g, x, y: g * (y + 1.0), np.expm1, saves="y",
+neg = unary_op("neg", "Neg", lambda c, g, x, y: -g, np.negative, int_ok=True, saves="",
+               method=("neg", "__neg__"), inplace=True)
+abs = unary_op("abs", "Abs", lambda c, g, x, y: g * sign(x), np.abs, int_ok=True,
+               grad_domain=(0.1, 3.0), saves="x", method=("abs", "__abs__"), inplace=True)
+sign = unary_op("sign", "Sign", lambda c, g, x, y: g * 0.0, np.sign, int_ok=True, saves="",
+                method=True, inplace=True)
+exp = unary_op("exp", "Exp", lambda c, g, x, y: g * y, np.exp, domain=(-10.0, 10.0), saves="y",
                method=True, inplace=True)
-sqrt = _unary("sqrt", "Sqrt", lambda c, g, x, y: g / (y * 2.0), np.sqrt, domain=(0.01, 10.0),
-              saves="y", method=True, inplace=True)
-rsqrt = _unary("rsqrt", None, lambda c, g, x, y: g * (y * y * y) * -0.5,
-               lambda x: 1.0 / np.sqrt(x), domain=(0.1, 10.0), saves="y", method=True, inplace=True)
-sin = _unary("sin", "Sin", lambda c, g, x, y: g * cos(x), np.sin, saves="x",
-             method=True, inplace=True)
-cos = _unary("cos", "Cos", lambda c, g, x, y: g * -sin(x), np.cos, saves="x",
-             method=True, inplace=True)
-tan = _unary("tan", "Tan", lambda c, g, x, y: g * (y * y + 1.0), np.tan, domain=(-1.2, 1.2),
-             saves="y", method=True)
-tanh = _unary("tanh", "Tanh", lambda c, g, x, y: g * (1.0 - y * y), np.tanh, saves="y",
-              method=True, inplace=True)
-sigmoid = _unary("sigmoid", "Sigmoid", lambda c, g, x, y: g * (y * (1.0 - y)),
-                 lambda x: 1.0 / (1.0 + np.exp(-x)), domain=(-10.0, 10.0), saves="y",
-                     method=True, inplace=True)
-relu = _unary("relu", "Relu", lambda c, g, x, y: g * _mask(x), lambda x: np.maximum(x, 0),
-              int_ok=True, grad_domain=(0.1, 3.0), saves="x", method=True, inplace=True)
-relu_mask = _unary("relu_mask", None, None, lambda x: (x > 0).astype(x.dtype),
-                   differentiable=False)
-leaky_relu = _unary(
+log = unary_op("log", "Log", lambda c, g, x, y: g / x, np.log, domain=(0.01, 10.0), saves="x",
+               method=True, inplace=True)
+log1p = unary_op("log1p", None, lambda c, g, x, y: g / (x + 1.0), np.log1p, domain=(-0.9, 10.0),
+                 saves="x", method=True, inplace=True)
+expm1 = unary_op("expm1", None, lambda c, g, x, y: g * (y + 1.0), np.expm1, saves="y",
+                 method=True, inplace=True)
+sqrt = unary_op("sqrt", "Sqrt", lambda c, g, x, y: g / (y * 2.0), np.sqrt, domain=(0.01, 10.0),
+                saves="y", method=True, inplace=True)
+rsqrt = unary_op("rsqrt", None, lambda c, g, x, y: g * (y * y * y) * -0.5,
+                 lambda x: 1.0 / np.sqrt(x), domain=(0.1, 10.0), saves="y", method=True,
+                 inplace=True)
+sin = unary_op("sin", "Sin", lambda c, g, x, y: g * cos(x), np.sin, saves="x",
+               method=True, inplace=True)
+cos = unary_op("cos", "Cos", lambda c, g, x, y: g * -sin(x), np.cos, saves="x",
+               method=True, inplace=True)
+tan = unary_op("tan", "Tan", lambda c, g, x, y: g * (y * y + 1.0), np.tan, domain=(-1.2, 1.2),
+               saves="y", method=True)
+tanh = unary_op("tanh", "Tanh", lambda c, g, x, y: g * (1.0 - y * y), np.tanh, saves="y",
+                method=True, inplace=True)
+sigmoid = unary_op("sigmoid", "Sigmoid", lambda c, g, x, y: g * (y * (1.0 - y)),
+                   lambda x: 1.0 / (1.0 + np.exp(-x)), domain=(-10.0, 10.0), saves="y",
+                       method=True, inplace=True)
+relu = unary_op("relu", "Relu", lambda c, g, x, y: g * _mask(x), lambda x: np.maximum(x, 0),
+                int_ok=True, grad_domain=(0.1, 3.0), saves="x", method=True, inplace=True)
+relu_mask = unary_op("relu_mask", None, None, lambda x: (x > 0).astype(x.dtype),
+                     differentiable=False)
+leaky_relu = unary_op(
     "leaky_relu", "LeakyRelu",
     lambda c, g, x, y: g * (_mask(x) * (1.0 - c.a) + c.a),
     lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
     attrs=(("negative_slope", 0.01),), grad_domain=(0.1, 3.0),
 )
-elu = _unary(
+elu = unary_op(
     "elu", "Elu",
     lambda c, g, x, y: g * (_mask(x) * (1.0 - (y + c.a)) + (y + c.a)),
     lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))),
@@ -209,9 +224,9 @@ def _erf_np(x):
     return v.astype(x.dtype) if hasattr(x, "dtype") else v
 
 
-gelu_exact = _unary("gelu", "Gelu", _gelu_grad,
-                    lambda x: 0.5 * x * (1.0 + _erf_np(x / np.sqrt(2.0))))
-gelu_tanh = _unary(
+gelu_exact = unary_op("gelu", "Gelu", _gelu_grad,
+                      lambda x: 0.5 * x * (1.0 + _erf_np(x / np.sqrt(2.0))))
+gelu_tanh = unary_op(
     "gelu_tanh", None, _gelu_tanh_grad,
     lambda x: 0.5 * x * (1.0 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
 )
@@ -237,7 +252,7 @@ def _silu_grad(c, g, x, y):
     return g * (s * (x * (1.0 - s) + 1.0))
 
 
-silu = _unary("silu", None, _silu_grad, lambda x: x / (1.0 + np.exp(-x)), domain=(-10.0, 10.0))
+silu = unary_op("silu", None, _silu_grad, lambda x: x / (1.0 + np.exp(-x)), domain=(-10.0, 10.0))
 
 
 def _softplus_grad(c, g, x, y):
@@ -246,25 +261,25 @@ def _softplus_grad(c, g, x, y):
     return g * where(x * beta > threshold, 1.0, s)
 
 
-softplus = _unary(
+softplus = unary_op(
     "softplus", "Softplus", _softplus_grad,
     lambda x, beta=1.0, threshold=20.0: np.where(
         x * beta > threshold, x, np.log1p(np.exp(np.minimum(x * beta, threshold))) / beta),
     attrs=(("beta", 1.0), ("threshold", 20.0)), domain=(-10.0, 10.0),
 )
-erf = _unary("erf", "Erf", lambda c, g, x, y: g * exp(x * x * -1.0) * (2.0 / math.sqrt(math.pi)),
-             _erf_np, saves="x", method=True, inplace=True)
-floor = _unary("floor", "Floor", lambda c, g, x, y: g * 0.0, np.floor, domain=(-5.0, 5.0), saves="",
-               method=True, inplace=True)
-ceil = _unary("ceil", "Ceil", lambda c, g, x, y: g * 0.0, np.ceil, domain=(-5.0, 5.0), saves="",
-              method=True, inplace=True)
-round = _unary("round", "Round", lambda c, g, x, y: g * 0.0, np.round, domain=(-5.0, 5.0), saves="",
-               method=True, inplace=True)
-reciprocal = _unary("reciprocal", "Reciprocal", lambda c, g, x, y: g * (y * y) * -1.0,
-                    lambda x: 1.0 / x, domain=(0.2, 5.0), saves="y", method=True, inplace=True)
-square = _unary("square", None, lambda c, g, x, y: g * x * 2.0, np.square, int_ok=True, saves="x",
+erf = unary_op("erf", "Erf", lambda c, g, x, y: g * exp(x * x * -1.0) * (2.0 / math.sqrt(math.pi)),
+               _erf_np, saves="x", method=True, inplace=True)
+floor = unary_op("floor", "Floor", lambda c, g, x, y: g * 0.0, np.floor, domain=(-5.0, 5.0),
+                 saves="", method=True, inplace=True)
+ceil = unary_op("ceil", "Ceil", lambda c, g, x, y: g * 0.0, np.ceil, domain=(-5.0, 5.0), saves="",
                 method=True, inplace=True)
-_pow_scalar = _unary(
+round = unary_op("round", "Round", lambda c, g, x, y: g * 0.0, np.round, domain=(-5.0, 5.0),
+                 saves="", method=True, inplace=True)
+reciprocal = unary_op("reciprocal", "Reciprocal", lambda c, g, x, y: g * (y * y) * -1.0,
+                      lambda x: 1.0 / x, domain=(0.2, 5.0), saves="y", method=True, inplace=True)
+square = unary_op("square", None, lambda c, g, x, y: g * x * 2.0, np.square, int_ok=True, saves="x",
+                  method=True, inplace=True)
+_pow_scalar = unary_op(
     "pow_scalar", None, lambda c, g, x, y: g * pow(x, c.a - 1.0) * c.a,
     lambda x, exponent=2.0: np.power(x, exponent).astype(x.dtype),
     attrs=(("exponent", 2.0),), domain=(0.1, 3.0),
@@ -276,9 +291,9 @@ def _clamp_grad(c, g, x, y):
     return g * cast(keep, g.dtype)
 
 
-_clamp = _unary("clamp", "Clip", _clamp_grad,
-                lambda x, min=-1.0, max=1.0: np.clip(x, min, max),
-                int_ok=True, attrs=(("min", -1.0), ("max", 1.0)), grad_domain=(-0.9, 0.9))
+_clamp = unary_op("clamp", "Clip", _clamp_grad,
+                  lambda x, min=-1.0, max=1.0: np.clip(x, min, max),
+                  int_ok=True, attrs=(("min", -1.0), ("max", 1.0)), grad_domain=(-0.9, 0.9))
 
 
 @tensor_method("clamp", "clip", inplace=("clamp_", "clip_"))
@@ -428,9 +443,17 @@ def _run_binary(a: Tensor, b: Tensor, op: str, out_dtype=None) -> Tensor:
     return out
 
 
-def _binary(name, onnx, backward, reference, *, float_only=False, out_bool=False,
-            differentiable=True, domain=(-3.0, 3.0), b_domain=None, dtypes=None,
-            grad_domain=None, doc="", saves="abo", method=False, reflected=(), inplace=False):
+def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=False,
+              differentiable=True, domain=(-3.0, 3.0), b_domain=None, dtypes=None,
+              grad_domain=None, doc="", saves="abo", method=False, reflected=(),
+              inplace=False):
+    """Declare and register a broadcasting binary op running kernel st_<name>_<dtype> (one line
+    of the ABI header's binary list and one functor); returns its public function.
+
+    backward(ctx, g, a, b, out) returns the two gradients before broadcasting is undone (the
+    helper sums them back to each input's shape); reference is the numpy definition. Operands
+    are promoted as in PyTorch (a Python number takes the tensor's dtype). method, inplace,
+    reflected: the Tensor methods and operators it provides."""
     class Spec(OpSpec):
         pass
 
@@ -482,7 +505,8 @@ def _binary(name, onnx, backward, reference, *, float_only=False, out_bool=False
         # the common case, two tensors of one computable dtype on one device, skips the
         # promotion logic and the generic apply(): this is the per-op overhead of training loops
         if (a.__class__ is Tensor and b.__class__ is Tensor and a.dtype is b.dtype
-                and a._device is b._device and a.dtype in fast_dtypes and _reg._tracer is None):
+                and a._device is b._device and a.dtype in fast_dtypes
+                and _reg.execution() is None):
             ctx = Spec.node_class()
             out = forward(ctx, a, b)
             if _ag._mode.enabled and (a.requires_grad or b.requires_grad) and Spec.differentiable:
@@ -503,25 +527,27 @@ def _binary(name, onnx, backward, reference, *, float_only=False, out_bool=False
     return _declare(fn, name, method, inplace, reflected, "inplace_binary")
 
 
-add = _binary("add", "Add", lambda c, g, a, b, o: (g, g), np.add, saves="",
-              doc="a + b with broadcasting.\n\n    Example:\n        >>> import singa_tensor as st"
-                  "\n        >>> st.add(st.tensor([1, 2]), 10).tolist()\n        [11, 12]\n",
-                      method=("add", "__add__"), reflected="__radd__", inplace=("add_", "__iadd__"))
-sub = _binary("sub", "Sub", lambda c, g, a, b, o: (g, -g), np.subtract, saves="",
-              method=("sub", "subtract", "__sub__"),
-              reflected="__rsub__", inplace=("sub_", "__isub__"))
-mul = _binary("mul", "Mul", lambda c, g, a, b, o: (g * b, g * a), np.multiply, saves="ab",
-              method=("mul", "multiply", "__mul__"),
-              reflected="__rmul__", inplace=("mul_", "__imul__"))
-true_divide = _binary(
+add = binary_op("add", "Add", lambda c, g, a, b, o: (g, g), np.add, saves="",
+                doc="a + b with broadcasting.\n\n    Example:\n"
+                    "        >>> import singa_tensor as st\n"
+                    "        >>> st.add(st.tensor([1, 2]), 10).tolist()\n        [11, 12]\n",
+                method=("add", "__add__"), reflected="__radd__",
+                inplace=("add_", "__iadd__"))
+sub = binary_op("sub", "Sub", lambda c, g, a, b, o: (g, -g), np.subtract, saves="",
+                method=("sub", "subtract", "__sub__"),
+                reflected="__rsub__", inplace=("sub_", "__isub__"))
+mul = binary_op("mul", "Mul", lambda c, g, a, b, o: (g * b, g * a), np.multiply, saves="ab",
+                method=("mul", "multiply", "__mul__"),
+                reflected="__rmul__", inplace=("mul_", "__imul__"))
+true_divide = binary_op(
     "div", "Div", lambda c, g, a, b, o: (g / b, g * o / b * -1.0), np.divide,
     float_only=True, b_domain=(0.5, 3.0), saves="bo",
     doc="a / b, always true (float) division, with broadcasting.\n\n    Example:\n"
         "        >>> import singa_tensor as st\n"
         "        >>> st.true_divide(st.tensor([1, 3]), 2).tolist()\n        [0.5, 1.5]\n",
-            method=("true_divide", "__truediv__"),
-            reflected="__rtruediv__", inplace=("div_", "__itruediv__"))
-_floor_divide = _binary(
+    method=("true_divide", "__truediv__"), reflected="__rtruediv__",
+    inplace=("div_", "__itruediv__"))
+_floor_divide = binary_op(
     "floor_divide", None, lambda c, g, a, b, o: (g * 0.0, g * 0.0), np.floor_divide,
     b_domain=(0.5, 3.0), domain=(-5.0, 5.0), differentiable=False)
 
@@ -530,8 +556,8 @@ def _remainder_grad(c, g, a, b, o):
     return g, g * -floor_divide(a, b)
 
 
-_remainder = _binary("remainder", "Mod", _remainder_grad, np.mod, b_domain=(0.5, 3.0),
-                     domain=(-5.0, 5.0))
+_remainder = binary_op("remainder", "Mod", _remainder_grad, np.mod, b_domain=(0.5, 3.0),
+                       domain=(-5.0, 5.0))
 
 
 def _pow_grad(c, g, a, b, o):
@@ -545,8 +571,8 @@ def _np_pow(a, b):
     return np.power(a, b)
 
 
-_pow = _binary("pow", "Pow", _pow_grad, _np_pow, domain=(0.2, 3.0), b_domain=(-2.0, 2.0),
-               dtypes=("float32", "float64"))
+_pow = binary_op("pow", "Pow", _pow_grad, _np_pow, domain=(0.2, 3.0), b_domain=(-2.0, 2.0),
+                 dtypes=("float32", "float64"))
 
 
 def _max_grad(c, g, a, b, o):
@@ -559,8 +585,8 @@ def _min_grad(c, g, a, b, o):
     return g * m, g * (1.0 - m)
 
 
-maximum = _binary("maximum", "Max", _max_grad, np.maximum, method=True, inplace=True)
-minimum = _binary("minimum", "Min", _min_grad, np.minimum, method=True, inplace=True)
+maximum = binary_op("maximum", "Max", _max_grad, np.maximum, method=True, inplace=True)
+minimum = binary_op("minimum", "Min", _min_grad, np.minimum, method=True, inplace=True)
 
 
 def _check_int_divisor(op, a, b):
@@ -670,14 +696,15 @@ def div(a, b, *, rounding_mode: str | None = None) -> Tensor:
 
 # ---- comparisons and logic --------------------------------------------------------------------
 
-eq = _binary("eq", "Equal", None, np.equal, out_bool=True,
-             dtypes=("float32", "float64", "int32", "int64", "bool"), method=("eq", "__eq__"))
-ne = _binary("ne", None, None, np.not_equal, out_bool=True,
-             dtypes=("float32", "float64", "int32", "int64", "bool"), method=("ne", "__ne__"))
-lt = _binary("lt", "Less", None, np.less, out_bool=True, method=("lt", "__lt__"))
-le = _binary("le", "LessOrEqual", None, np.less_equal, out_bool=True, method=("le", "__le__"))
-gt = _binary("gt", "Greater", None, np.greater, out_bool=True, method=("gt", "__gt__"))
-ge = _binary("ge", "GreaterOrEqual", None, np.greater_equal, out_bool=True, method=("ge", "__ge__"))
+eq = binary_op("eq", "Equal", None, np.equal, out_bool=True,
+               dtypes=("float32", "float64", "int32", "int64", "bool"), method=("eq", "__eq__"))
+ne = binary_op("ne", None, None, np.not_equal, out_bool=True,
+               dtypes=("float32", "float64", "int32", "int64", "bool"), method=("ne", "__ne__"))
+lt = binary_op("lt", "Less", None, np.less, out_bool=True, method=("lt", "__lt__"))
+le = binary_op("le", "LessOrEqual", None, np.less_equal, out_bool=True, method=("le", "__le__"))
+gt = binary_op("gt", "Greater", None, np.greater, out_bool=True, method=("gt", "__gt__"))
+ge = binary_op("ge", "GreaterOrEqual", None, np.greater_equal, out_bool=True,
+               method=("ge", "__ge__"))
 
 
 def _logical(name, onnx, reference, method=False, reflected=()):

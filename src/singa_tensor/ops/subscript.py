@@ -255,7 +255,8 @@ def _mask_positions(mask: Tensor) -> Tensor:
     """Row-major positions of a mask's true elements. While onnx export traces, they come from
     the traced nonzero op, so the exported graph computes them from its own mask instead of
     keeping the traced ones as a constant."""
-    if _registry._tracer is None:
+    ex = _registry.execution()
+    if ex is None or not ex.tracing:
         return _flat_nonzero(mask)
     from .index import nonzero
 

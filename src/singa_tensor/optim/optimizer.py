@@ -13,8 +13,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .. import _execution
 from ..autograd import enable_grad, no_grad
-from ..ops import _registry
 from ..tensor import Tensor
 
 
@@ -180,14 +180,14 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        capture = _registry._capture
-        if capture is not None:  # a graph records this step: it marks where the update runs
-            capture.begin_update(self)
+        ex = _execution.current()
+        if ex is not None:  # a graph records this step: it marks where the update runs
+            ex.begin_update(self)
         with no_grad():
             for group in self.param_groups:
                 self._step_group(group)
-        if capture is not None:
-            capture.end_update(self)
+        if ex is not None:
+            ex.end_update(self)
         return loss
 
     def _step_group(self, group: dict) -> None:

@@ -1,0 +1,81 @@
+"""The execution context: the one place that says whether something changes how ops run right
+now (ONNX export tracing a forward pass, graph mode recording a step), and what.
+
+Code that behaves differently under such a context asks `current()` (None in eager execution:
+the fast path) and calls the hook it needs; nothing flips module globals. The context lives in
+a `contextvars.ContextVar`, so a trace or a capture in one thread (or asyncio task) leaves the
+others eager. This module imports nothing of the package, so every layer, backends included,
+can ask it without reaching upward.
+
+Example:
+    >>> from singa_tensor import _execution
+    >>> _execution.current() is None
+    True
+    >>> with _execution.running(_execution.ExecutionContext()) as ctx:
+    ...     _execution.current() is ctx
+    True
+    >>> _execution.current() is None
+    True
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Callable, Iterator
+
+_current: ContextVar[ExecutionContext | None] = ContextVar("singa_tensor_execution",
+                                                           default=None)
+current = _current.get
+
+
+class ExecutionContext:
+    """What ops ask while a context runs; the defaults are eager execution's behaviour.
+    `singa_tensor.onnx`'s Tracer and `singa_tensor.graph`'s Recorder implement it."""
+
+    name = "execution context"
+    # ops that have a form for tracing (a traced nonzero instead of a host read) ask this
+    tracing = False
+
+    def run_op(self, spec, node, args: tuple, attrs: dict):
+        """Run spec's forward (ops/_registry.py `apply`)."""
+        return spec.forward(node, *args, **attrs)
+
+    def scope(self, spec, arguments: dict, run: Callable[[], Any]):
+        """Run a composite op's body (`traced`)."""
+        return run()
+
+    def kernel(self, fn: Callable, symbol: str, backend) -> Callable:
+        """The kernel function to call for `symbol` on `backend`."""
+        return fn
+
+    def decision(self, read: Callable[[], Any], decide: Callable[[Any], Any]):
+        """A host read of tensor values whose only use is decide(value)."""
+        return read()
+
+    def begin_update(self, optimizer) -> None:
+        """An optimizer's step starts."""
+
+    def end_update(self, optimizer) -> None:
+        """An optimizer's step has ended."""
+
+    def collective(self, what: str) -> None:
+        """A collective is about to communicate."""
+
+    def custom_function(self, cls, args: tuple, kwargs: dict, run: Callable[[], Any]):
+        """A user's autograd.Function runs (`run` applies it as in eager execution)."""
+        return run()
+
+
+@contextmanager
+def running(ctx: ExecutionContext) -> Iterator[ExecutionContext]:
+    """Make ctx the current context for the block; one context at a time."""
+    other = _current.get()
+    if other is not None:
+        raise RuntimeError(f"{ctx.name}: {other.name} is already running here (a trace or a "
+                           f"capture cannot start inside another)")
+    token = _current.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _current.reset(token)
