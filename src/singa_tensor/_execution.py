@@ -20,13 +20,18 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, Callable, Iterator
 
 _current: ContextVar[ExecutionContext | None] = ContextVar("singa_tensor_execution",
                                                            default=None)
 current = _current.get
+# how many contexts are running, in any thread: while none is (eager training, always), the
+# hottest paths (apply, kernel) test this number and skip even the ContextVar lookup
+running_count = 0
+_count_lock = threading.Lock()
 
 
 class ExecutionContext:
@@ -67,6 +72,21 @@ class ExecutionContext:
         return run()
 
 
+def enter(ctx: ExecutionContext) -> Token:
+    """Make ctx the current context (until `leave` with the token returned)."""
+    global running_count
+    with _count_lock:
+        running_count += 1
+    return _current.set(ctx)
+
+
+def leave(token: Token) -> None:
+    global running_count
+    _current.reset(token)
+    with _count_lock:
+        running_count -= 1
+
+
 @contextmanager
 def running(ctx: ExecutionContext) -> Iterator[ExecutionContext]:
     """Make ctx the current context for the block; one context at a time."""
@@ -74,8 +94,8 @@ def running(ctx: ExecutionContext) -> Iterator[ExecutionContext]:
     if other is not None:
         raise RuntimeError(f"{ctx.name}: {other.name} is already running here (a trace or a "
                            f"capture cannot start inside another)")
-    token = _current.set(ctx)
+    token = enter(ctx)
     try:
         yield ctx
     finally:
-        _current.reset(token)
+        leave(token)

@@ -21,7 +21,7 @@ import cffi
 import numpy as np
 
 from .. import random as _random
-from .._execution import ExecutionContext, _current, current
+from .._execution import ExecutionContext, current, enter, leave
 from ..tensor import Tensor
 
 _ffi = cffi.FFI()
@@ -427,7 +427,7 @@ class Recorder(ExecutionContext):
         self._patched = []
         for owner, name in _host_writers():
             self._patch_host_writer(owner, name)
-        self._token = _current.set(self)
+        self._token = enter(self)
         return self
 
     def _patch_host_writer(self, owner, name: str) -> None:
@@ -467,7 +467,7 @@ class Recorder(ExecutionContext):
         _random.Generator._take = orig_take
         for owner, name, orig in reversed(self._patched):
             setattr(owner, name, orig)
-        _current.reset(self._token)
+        leave(self._token)
         self._wrapped.clear()
 
 

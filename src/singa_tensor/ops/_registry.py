@@ -31,7 +31,8 @@ from ..tensor import Tensor
 REGISTRY: dict[str, type[OpSpec]] = {}
 
 # what changes how ops run for a while (onnx export's tracer, graph mode's recorder): None in
-# eager execution, which keeps apply() and kernel() on their fast paths
+# eager execution, which keeps apply() and kernel() on their fast paths (they test
+# _execution.running_count first: `ex = _execution.running_count and execution()`)
 execution = _execution.current
 
 
@@ -196,8 +197,8 @@ def apply(spec, *args, **attrs):
     """Run spec's forward and, when gradients are wanted, record it in the graph."""
     nc = spec.__dict__.get("node_class")
     ctx = nc() if nc is not None else _ag.Node()
-    ex = execution()
-    if ex is None:
+    ex = _execution.running_count and execution()
+    if not ex:
         out = spec.forward(ctx, *args, **attrs)
     else:  # graph mode checks the result came from recorded kernels; onnx export records it
         out = ex.run_op(spec, ctx, args, attrs)
@@ -295,8 +296,8 @@ def kernel(t: Tensor, op: str, dtype=None):
         if fn is None:
             raise TypeError(f"{op}: not implemented for dtype {dtype.name} on {t.device}")
         _kernel_cache[key] = fn
-    ex = execution()
-    if ex is not None:
+    ex = _execution.running_count and execution()
+    if ex:
         return ex.kernel(fn, f"st_{op}_{dtype.suffix}", be)
     return fn
 
@@ -305,8 +306,8 @@ def kernel_symbol(t: Tensor, symbol: str):
     """The backend function named symbol for t's device (None if it has none), for kernels
     whose names do not follow st_<op>_<dtype of t>."""
     fn = t._be.kernel(symbol)
-    ex = execution()
-    if fn is not None and ex is not None:
+    ex = _execution.running_count and execution()
+    if fn is not None and ex:
         return ex.kernel(fn, symbol, t._be)
     return fn
 
@@ -375,8 +376,8 @@ def t_kernel_copy(t: Tensor):
     fn = _kernel_cache.get(key)
     if fn is None:
         fn = _kernel_cache[key] = t._be.kernel(t._be.copy_symbol(t.dtype))
-    ex = execution()
-    if ex is not None:
+    ex = _execution.running_count and execution()
+    if ex:
         return ex.kernel(fn, t._be.copy_symbol(t.dtype), t._be)
     return fn
 

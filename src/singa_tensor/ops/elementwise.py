@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from .. import _execution
 from .. import autograd as _ag
 from .. import dtype as _dt
 from ..tensor import Tensor
@@ -506,7 +507,7 @@ def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=Fal
         # promotion logic and the generic apply(): this is the per-op overhead of training loops
         if (a.__class__ is Tensor and b.__class__ is Tensor and a.dtype is b.dtype
                 and a._device is b._device and a.dtype in fast_dtypes
-                and _reg.execution() is None):
+                and not _execution.running_count):
             ctx = Spec.node_class()
             out = forward(ctx, a, b)
             if _ag._mode.enabled and (a.requires_grad or b.requires_grad) and Spec.differentiable:
