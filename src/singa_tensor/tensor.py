@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 else:
     _Methods = object
 
-# the kernels' strided loops hold this many dimensions (kMaxDims in cpp/include/singa_tensor/shapes.h)
+# the kernels' strided loops hold this many dimensions (kMaxDims in
+# cpp/include/singa_tensor/shapes.h)
 MAX_DIMS = 32
 
 _STRIDES: dict = {}
