@@ -460,15 +460,17 @@ class Recorder(ExecutionContext):
         self._patched.append((owner, name, orig))
 
     def __exit__(self, *exc) -> None:
-        self._note_writes()
-        orig_make, orig_numpy, orig_take = self._orig
-        Tensor._make = staticmethod(orig_make)
-        Tensor._numpy = orig_numpy
-        _random.Generator._take = orig_take
-        for owner, name, orig in reversed(self._patched):
-            setattr(owner, name, orig)
-        leave(self._token)
-        self._wrapped.clear()
+        try:
+            self._note_writes()
+        finally:  # eager execution must come back even when the recording failed
+            orig_make, orig_numpy, orig_take = self._orig
+            Tensor._make = staticmethod(orig_make)
+            Tensor._numpy = orig_numpy
+            _random.Generator._take = orig_take
+            for owner, name, orig in reversed(self._patched):
+                setattr(owner, name, orig)
+            leave(self._token)
+            self._wrapped.clear()
 
 
 def _host_writers() -> list:
