@@ -132,6 +132,22 @@ def bind_method(fn: Callable, *names: str, inplace: str | tuple = (), reflected:
     return fn
 
 
+def declare_methods(fn: Callable, name: str, method: bool | str | tuple = False,
+                    inplace: bool | str | tuple = False, reflected: str | tuple = (),
+                    inplace_kind: str = "inplace_unary") -> Callable:
+    """The op helpers' keywords (unary_op, binary_op, composite) as `bind_method` calls: method
+    True (the op's own name) or the names (aliases, operators), inplace True ("<name>_") or the
+    names of its in-place variants, reflected operators. Returns fn."""
+    def names_of(v, own: str) -> tuple:
+        return (own,) if v is True else ((v,) if isinstance(v, str) else tuple(v or ()))
+
+    names, inplace_names = names_of(method, name), names_of(inplace, name + "_")
+    if names or inplace_names or reflected:
+        bind_method(fn, *names, inplace=inplace_names, reflected=reflected,
+                    inplace_kind=inplace_kind)
+    return fn
+
+
 def tensor_method(*names: str, inplace: str | tuple = (), reflected: str | tuple = (),
                   inplace_kind: str = "inplace_unary") -> Callable:
     """Decorator form of `bind_method`: `@tensor_method(inplace="clamp_")` above `def clamp`."""
@@ -270,12 +286,7 @@ def composite(name: str, reference: Callable, *, onnx: str | None = None, kind: 
             attrs["samples"] = staticmethod(samples)
         spec = type("".join(p.title() for p in name.split("_")) or name, (OpSpec,), attrs)
         register(spec)
-        names = (name,) if method is True else ((method,) if isinstance(method, str)
-                                                  else tuple(method or ()))
-        inplace_names = (name + "_",) if inplace is True else inplace or ()
-        if names or inplace_names or reflected:
-            bind_method(public, *names, inplace=inplace_names, reflected=reflected)
-        return public
+        return declare_methods(public, name, method, inplace, reflected)
 
     return declare
 
@@ -455,6 +466,7 @@ __all__ = [
     "apply",
     "bind_method",
     "composite",
+    "declare_methods",
     "broadcast_shapes",
     "broadcast_strides",
     "contiguous",

@@ -18,11 +18,11 @@ from . import _registry as _reg
 from ._registry import (
     OpSpec,
     apply,
-    bind_method,
     broadcast_shapes,
     broadcast_strides,
     check_same_device,
     contiguous,
+    declare_methods,
     int64s,
     kernel,
     ptr,
@@ -131,17 +131,7 @@ def unary_op(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=Fals
     )
     Spec.fn = staticmethod(fn)
     register(Spec)
-    return _declare(fn, name, method, inplace)
-
-
-def _declare(fn, name, method=False, inplace=False, reflected=(), kind="inplace_unary"):
-    """fn's Tensor methods: method True (the op's name) or the names (aliases, operators),
-    inplace True ("<name>_") or the names of its in-place variants, reflected operators."""
-    names = (name,) if method is True else tuple(method or ())
-    inplace = (name + "_",) if inplace is True else tuple(inplace or ())
-    if names or inplace or reflected:
-        bind_method(fn, *names, inplace=inplace, reflected=reflected, inplace_kind=kind)
-    return fn
+    return declare_methods(fn, name, method, inplace)
 
 
 def _pack_attrs(op, vals):
@@ -525,7 +515,7 @@ def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=Fal
     )
     Spec.fn = staticmethod(fn)
     register(Spec)
-    return _declare(fn, name, method, inplace, reflected, "inplace_binary")
+    return declare_methods(fn, name, method, inplace, reflected, "inplace_binary")
 
 
 add = binary_op("add", "Add", lambda c, g, a, b, o: (g, g), np.add, saves="",
@@ -732,7 +722,7 @@ def _logical(name, onnx, reference, method=False, reflected=()):
                   f"\n        (2,)\n")
     Spec.fn = staticmethod(fn)
     register(Spec)
-    return _declare(fn, name, method, reflected=reflected)
+    return declare_methods(fn, name, method, reflected=reflected)
 
 
 def _to_bool(op, x):
