@@ -236,8 +236,8 @@ def traced(name: str):
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            ex = execution()
-            if ex is None or not ex.tracing:
+            ex = _execution.running_count and execution()
+            if not ex or not ex.tracing:
                 return fn(*args, **kwargs)
             bound = sig.bind(*args, **kwargs)
             bound.apply_defaults()
