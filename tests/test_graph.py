@@ -472,3 +472,44 @@ def test_copies_between_devices_inside_the_step_replay_with_new_values(cuda):
         assert up(x).cpu().tolist() == [6 * v] * 4
         assert down(x).tolist() == [2 * (v + 1)] * 4
     assert up.replays == down.replays == 2
+
+
+def test_recording_patches_nothing_and_leaves_other_threads_eager():
+    """A capture is the execution context of its own thread: Tensor, Generator and the backends
+    keep their functions, and a thread running while another records is neither recorded nor
+    refused (its host reads, draws and new tensors stay out of the recording)."""
+    import threading
+
+    from singa_tensor import random as st_random
+    from singa_tensor.backend import cpu
+    from singa_tensor.graph._capture import Recorder
+
+    before = (st.Tensor.__dict__["_make"], st.Tensor._numpy, st_random.Generator._take,
+              cpu.from_numpy)
+    started, release, seen = threading.Event(), threading.Event(), {}
+
+    def other_thread():
+        started.wait()
+        g = st.Generator().manual_seed(1)
+        x = st.rand(5, generator=g)
+        seen["value"] = (x * 2).tolist()  # a host read, a draw, new tensors, a kernel
+        seen["after"] = (st.Tensor.__dict__["_make"], st.Tensor._numpy,
+                         st_random.Generator._take, cpu.from_numpy)
+        release.set()
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    with Recorder() as rec:
+        y = st.ones(3) + 1.0
+        started.set()
+        assert release.wait(60)
+        assert y.tolist() == [2.0, 2.0, 2.0]
+    worker.join()
+    g = st.Generator().manual_seed(1)
+    assert seen["value"] == (st.rand(5, generator=g) * 2).tolist()
+    assert seen["after"] == before
+    assert (st.Tensor.__dict__["_make"], st.Tensor._numpy, st_random.Generator._take,
+            cpu.from_numpy) == before
+    rec_guards = rec.recording.guards
+    assert len(rec_guards) == 1 and rec_guards[0].expected.tolist() == [2.0, 2.0, 2.0]
+    assert rec.recording.rng == []  # the other thread's draw is not this step's

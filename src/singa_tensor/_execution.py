@@ -71,6 +71,22 @@ class ExecutionContext:
         """A user's autograd.Function runs (`run` applies it as in eager execution)."""
         return run()
 
+    # ---- memory and host traffic (asked only while a context runs: `running_count`) ----------
+    def tensor_made(self, t) -> None:
+        """A Tensor was made (Tensor._make); its storage may be new."""
+
+    def host_read(self, t, value) -> None:
+        """t's values were read to the host (Tensor._numpy) as the array value."""
+
+    def host_written(self, storage) -> None:
+        """storage was filled from host memory (a numpy array, a CuPy array), not a kernel."""
+
+    def transferred(self, out, src, again: Callable[[], Any]) -> None:
+        """out is a copy of src on another device; again() copies it once more."""
+
+    def random_drawn(self, generator, blocks: int, seed: int, offset: int) -> None:
+        """generator handed out `blocks` counter blocks at (seed, offset) (Generator._take)."""
+
 
 def enter(ctx: ExecutionContext) -> Token:
     """Make ctx the current context (until `leave` with the token returned)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from . import _execution
 from . import backend as _backend
 
 
@@ -56,6 +57,10 @@ class Generator:
     def _take(self, blocks: int) -> tuple:
         start = self._offset
         self._offset += blocks
+        if _execution.running_count:
+            ex = _execution.current()
+            if ex is not None:  # graph mode records the draw: a replay draws again
+                ex.random_drawn(self, blocks, self._seed, start)
         return self._seed, start
 
 

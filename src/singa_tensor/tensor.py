@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from . import _execution
 from . import backend as _backend
 from . import dtype as _dt
 from .backend.device import Device
@@ -107,6 +108,10 @@ class Tensor(_Methods):
         t._be = be if be is not None else _backend.get(device)
         t.requires_grad = False
         t._node = None
+        if _execution.running_count:
+            ex = _execution.current()
+            if ex is not None:
+                ex.tensor_made(t)
         return t
 
     @staticmethod
@@ -250,8 +255,14 @@ class Tensor(_Methods):
         `view_numpy`), else a host copy."""
         view = getattr(self._be, "view_numpy", None)
         if view is None:
-            return self.detach().cpu()._numpy()
-        return view(self._storage, self.dtype, self._shape, self._strides, self._offset)
+            value = self.detach().cpu()._numpy()
+        else:
+            value = view(self._storage, self.dtype, self._shape, self._strides, self._offset)
+        if _execution.running_count:
+            ex = _execution.current()
+            if ex is not None:
+                ex.host_read(self, value)
+        return value
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The tensor as a numpy array: a view (no copy) on the CPU.

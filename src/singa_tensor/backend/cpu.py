@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from .. import _execution
 from ..dtype import ALL as _DTYPES
 from .device import CPU
 
@@ -101,7 +102,12 @@ def empty(numel: int, dtype) -> Storage:
 def from_numpy(array: np.ndarray, dtype) -> Storage:
     """Wrap a contiguous 1-d numpy array of dtype.storage without copying."""
     ptr = ffi.from_buffer(_ARRAY_TYPE[dtype.name], array, require_writable=True)
-    return Storage(ptr, array.nbytes, dtype.storage, array)
+    storage = Storage(ptr, array.nbytes, dtype.storage, array)
+    if _execution.running_count:
+        ex = _execution.current()
+        if ex is not None:  # graph mode: these values come from the host, not a kernel
+            ex.host_written(storage)
+    return storage
 
 
 def set_cache_limit(nbytes: int) -> None:

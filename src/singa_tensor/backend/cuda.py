@@ -289,6 +289,9 @@ class CudaBackend:
             if ex is not None:  # graph mode records the copy as a call
                 copy = ex.kernel(copy, "transfer", self)
             copy(_data(out), _data(src), nbytes)
+        ex = _execution.current()
+        if ex is not None:  # a guard on out's values copies them again from x
+            ex.transferred(out, x, lambda: self.transfer(x, device))
         return out
 
     def _copier(self, src: Device, dst: Device):
@@ -375,6 +378,9 @@ class CudaBackend:
         strides = tuple(s // item for s in arr.strides)
         span = 1 + sum((n - 1) * s for n, s in zip(arr.shape, strides)) if arr.size else 0
         storage = Storage(arr, arr.data.ptr, span * item, _PTR[d.name], self.index)
+        ex = _execution.current()
+        if ex is not None:  # graph mode: these values come from the host, not a kernel
+            ex.host_written(storage)
         return Tensor._make(storage, tuple(arr.shape), strides, 0, d, self.device, self)
 
 

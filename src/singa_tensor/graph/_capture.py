@@ -5,9 +5,9 @@ eagerly when their hyper-parameters changed).
 
 The recorder is the execution context (`singa_tensor._execution`) for the length of one run:
 ops hand it their kernels to wrap, their results to check and their host decisions, and
-optimizers and collectives tell it where they run. `Tensor._make`, `Tensor._numpy` and
-`Generator._take` (and the backends' host writers) are still swapped for recording versions
-for the run and restored afterwards, so eager execution pays nothing for graph mode.
+optimizers and collectives tell it where they run, and Tensor creation, host reads, random
+draws and the backends' host writers report to it. Eager execution pays one integer test
+(`_execution.running_count`) on those paths.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import sys
 import cffi
 import numpy as np
 
-from .. import random as _random
 from .._execution import ExecutionContext, current, enter, leave
 from ..tensor import Tensor
 
@@ -343,10 +342,9 @@ class Recorder(ExecutionContext):
         if self._reading:
             self._read_tensors.append(t)
             return
-        original = self._orig_numpy
         source, read = self._source(t)
         self.recording.guards.append(Guard(
-            len(self.recording.calls), lambda: original(read()), None,
+            len(self.recording.calls), lambda: read()._numpy(), None,
             np.array(value, copy=True), frozenset((self.add_storage(source._storage, False),)),
             _where()))
 
@@ -385,7 +383,26 @@ class Recorder(ExecutionContext):
         u.grads = [(p, p.grad) for g in optimizer.param_groups for p in g["params"]]
         self.recording.updates.append(u)
 
-    # ---- the hooks --------------------------------------------------------------------------
+    # ---- memory and host traffic -----------------------------------------------------------
+    def tensor_made(self, t: Tensor) -> None:
+        if id(t._storage) not in self._sid:
+            sid = self.add_storage(t._storage, True)
+            self.recording.backends[sid] = t._be
+            self.recording.devices[sid] = t._device
+
+    def host_written(self, storage) -> None:
+        self.recording.host_init.add(self.add_storage(storage, True))
+
+    def transferred(self, out: Tensor, src: Tensor, again) -> None:
+        # The copy itself is recorded as a call (the backend launches it through kernel()),
+        # so a replay copies the new values. A copy to the host is also how a device tensor's
+        # values are read: a guard on it copies again, from the tensor it came from.
+        self._copies[id(out._storage)] = (src, again)
+
+    def random_drawn(self, generator, blocks: int, seed: int, offset: int) -> None:
+        self.recording.rng.append(RngTake(generator, blocks, seed, offset))
+
+    # ---- entering and leaving ---------------------------------------------------------------
     def __enter__(self) -> Recorder:
         if current() is not None:
             raise GraphError("graph capture: another capture is already recording (a compiled "
@@ -394,92 +411,12 @@ class Recorder(ExecutionContext):
         for obj in gc.get_objects():
             if type(obj) in types:
                 self.add_storage(obj, False)
-        orig_make = Tensor._make
-        orig_numpy = Tensor._numpy
-        orig_take = _random.Generator._take
-        self._orig = (orig_make, orig_numpy, orig_take)
-        self._orig_numpy = orig_numpy
-        sid_of, add = self._sid, self.add_storage
-
-        rec = self.recording
-
-        def make(storage, shape, strides, offset, dtype, device, be=None):
-            t = orig_make(storage, shape, strides, offset, dtype, device, be)
-            if id(storage) not in sid_of:
-                sid = add(storage, True)
-                rec.backends[sid] = t._be
-                rec.devices[sid] = device
-            return t
-
-        def numpy_(t):
-            value = orig_numpy(t)
-            self.host_read(t, value)
-            return value
-
-        def take(gen, blocks):
-            seed, offset = orig_take(gen, blocks)
-            self.recording.rng.append(RngTake(gen, blocks, seed, offset))
-            return seed, offset
-
-        Tensor._make = staticmethod(make)
-        Tensor._numpy = numpy_
-        _random.Generator._take = take
-        self._patched = []
-        for owner, name in _host_writers():
-            self._patch_host_writer(owner, name)
         self._token = enter(self)
         return self
-
-    def _patch_host_writer(self, owner, name: str) -> None:
-        orig = getattr(owner, name)
-        rec = self.recording
-
-        def mark(result):
-            storage = result._storage if isinstance(result, Tensor) else result
-            rec.host_init.add(self.add_storage(storage, True))
-            return result
-
-        if name == "transfer":
-            # The copy itself is recorded as a call (the backend launches it through the
-            # capture hook), so a replay copies the new values. A copy to the host is also
-            # how a device tensor's values are read: a guard on it copies again, from the
-            # tensor it came from.
-            def wrapper(obj, *args, **kwargs):
-                result = orig(obj, *args, **kwargs)
-                if isinstance(result, Tensor):
-                    self._copies[id(result._storage)] = (
-                        args[0], lambda: orig(obj, *args, **kwargs))
-                return result
-        elif isinstance(owner, type):
-            def wrapper(obj, *args, **kwargs):
-                return mark(orig(obj, *args, **kwargs))
-        else:
-            def wrapper(*args, **kwargs):
-                return mark(orig(*args, **kwargs))
-        setattr(owner, name, wrapper)
-        self._patched.append((owner, name, orig))
 
     def __exit__(self, *exc) -> None:
         try:
             self._note_writes()
         finally:  # eager execution must come back even when the recording failed
-            orig_make, orig_numpy, orig_take = self._orig
-            Tensor._make = staticmethod(orig_make)
-            Tensor._numpy = orig_numpy
-            _random.Generator._take = orig_take
-            for owner, name, orig in reversed(self._patched):
-                setattr(owner, name, orig)
             leave(self._token)
             self._wrapped.clear()
-
-
-def _host_writers() -> list:
-    """The functions that make storages whose contents come from the host, not a kernel, and
-    the device backends' transfers (see _patch_host_writer)."""
-    from ..backend import cpu
-
-    out = [(cpu, "from_numpy")]
-    for mod in _device_backends():
-        if hasattr(mod, "CudaBackend"):
-            out += [(mod.CudaBackend, "transfer"), (mod.CudaBackend, "from_cupy")]
-    return out
