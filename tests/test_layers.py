@@ -77,3 +77,38 @@ def test_the_check_sees_an_import_that_runs_upward(monkeypatch):
     found = _upward()
     assert any(": ops (layer 0) imports autograd (layer 4)" in f for f in found), found
     assert any(": ops (layer 0) imports tensor (layer 2)" in f for f in found), found
+
+
+def _run_time_upward() -> set[tuple[str, str]]:
+    """(importer, imported) top-level parts for the imports inside functions that reach a higher
+    layer (the package namespace's modules and the top layer are free to import anything)."""
+    out = set()
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if len(rel) < 2 or rel[1] == "__init__" and len(rel) == 2:
+            continue
+        tree = ast.parse(path.read_text())
+        top = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top:
+                for t in _target(path, node):
+                    if len(t) > 1 and _layer(rel[1]) < TOP and _layer(t[1]) > _layer(rel[1]):
+                        out.add((rel[1], t[1]))
+    return out
+
+
+def _documented_run_time_calls() -> set[tuple[str, str]]:
+    doc = (PACKAGE.parents[1] / "docs" / "architecture.md").read_text()
+    rows = set()
+    for line in doc.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] not in ("module", "---"):
+            rows.add((cells[0].removesuffix(".py"), cells[1]))
+    return rows
+
+
+def test_the_calls_that_reach_upward_at_run_time_are_the_documented_ones():
+    found, documented = _run_time_upward(), _documented_run_time_calls()
+    assert found, "the walk found no import inside a function: it is broken"
+    assert found == documented, (f"not in docs/architecture.md: {sorted(found - documented)}; "
+                                 f"documented but gone: {sorted(documented - found)}")

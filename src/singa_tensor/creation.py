@@ -7,6 +7,7 @@ import numbers
 
 import numpy as np
 
+from . import _execution
 from . import backend as _backend
 from . import dtype as _dt
 from . import random as _random
@@ -401,9 +402,13 @@ def eye(n: int, m: int | None = None, dtype=None, device=None,
 
 
 def _kernel(t: Tensor, symbol: str):
-    from .ops._registry import kernel_symbol  # here: ops imports this module
-
-    return kernel_symbol(t, symbol)
+    """The backend's kernel `symbol` for t, through the execution context while one runs (graph
+    mode records the call)."""
+    fn = t._be.kernel(symbol)
+    if fn is None:
+        raise TypeError(f"{symbol}: not implemented on {t.device}")
+    ex = _execution.current() if _execution.running_count else None
+    return ex.kernel(fn, symbol, t._be) if ex is not None else fn
 
 
 # ---- random ------------------------------------------------------------------------------------
