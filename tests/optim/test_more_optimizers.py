@@ -412,3 +412,260 @@ def test_graph_mode_training_equals_eager(opt_cls):
     assert lg == pytest.approx(le, rel=1e-12)
     np.testing.assert_allclose(wg, we, rtol=1e-12, atol=1e-14)
     assert le[-1] != le[0]
+
+
+# ---- LBFGS -------------------------------------------------------------------------------------
+
+from singa_tensor.optim.lbfgs import _cubic_minimum, _strong_wolfe  # noqa: E402
+
+
+def _closure(opt, params, fn):
+    def closure():
+        opt.zero_grad()
+        loss = fn(*params)
+        loss.backward()
+        return loss
+    return closure
+
+
+def _rosenbrock(x):
+    return (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2
+
+
+def test_lbfgs_strong_wolfe_solves_rosenbrock():
+    x = st.tensor([-1.5, 2.0], dtype=st.float64, requires_grad=True)
+    # tolerances below the defaults: those stop within 3e-6 of the minimum
+    opt = optim.LBFGS([x], line_search_fn="strong_wolfe", tolerance_grad=1e-10,
+                      tolerance_change=1e-14)
+    closure = _closure(opt, [x], _rosenbrock)
+    first = opt.step(closure)
+    assert first.item() == pytest.approx(_rosenbrock(np.array([-1.5, 2.0])))
+    for _ in range(10):
+        opt.step(closure)
+    np.testing.assert_allclose(to_numpy(x), [1.0, 1.0], atol=1e-7)
+    state = opt.state[x]
+    assert state["n_iter"] > 20 and state["func_evals"] >= state["n_iter"]
+
+
+def test_lbfgs_least_squares_matches_numpy_lstsq():
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((30, 4))
+    b = rng.standard_normal(30)
+    want, *_ = np.linalg.lstsq(np.hstack([a, np.ones((30, 1))]), b, rcond=None)
+    at, bt = st.tensor(a), st.tensor(b)
+    for line_search in (None, "strong_wolfe"):
+        # two parameters of different shapes: LBFGS works on them as one flat vector
+        w = st.zeros((4, 1), dtype=st.float64, requires_grad=True)
+        c = st.zeros((), dtype=st.float64, requires_grad=True)
+        # a tiny tolerance_change: the default stops once g . d is below 1e-9, ~1e-9 away
+        opt = optim.LBFGS([w, c], line_search_fn=line_search, tolerance_grad=1e-12,
+                          tolerance_change=1e-24)
+        closure = _closure(opt, [w, c], lambda w, c: ((at @ w).reshape(-1) + c - bt).pow(2)
+                           .sum())
+        for _ in range(5):
+            opt.step(closure)
+        got = np.concatenate([to_numpy(w).ravel(), [c.item()]])
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9, err_msg=str(line_search))
+
+
+def ref_lbfgs(x, grad_fn, steps, lr=1.0, max_iter=20, history_size=100, tolerance_grad=1e-7,
+              tolerance_change=1e-9):
+    """Fixed-step L-BFGS as documented (no line search): `steps` calls of step(), each up to
+    max_iter iterations and max_iter * 5 // 4 evaluations, history carried across calls."""
+    f_and_g = grad_fn
+    hist: list = []
+    d = t = prev_g = None
+    h = 1.0
+    total_iter = 0
+    max_eval = max_iter * 5 // 4
+    for _ in range(steps):
+        loss, g = f_and_g(x)
+        evals = 1
+        if np.abs(g).max() <= tolerance_grad:
+            continue
+        for n in range(1, max_iter + 1):
+            total_iter += 1
+            if total_iter == 1:
+                d, hist, h = -g, [], 1.0
+            else:
+                y, s = g - prev_g, d * t
+                if y @ s > 1e-10:
+                    if len(hist) == history_size:
+                        hist.pop(0)
+                    hist.append((s, y, 1 / (y @ s)))
+                    h = (y @ s) / (y @ y)
+                q = -g
+                alphas = []
+                for s_i, y_i, r_i in reversed(hist):
+                    alpha = r_i * (s_i @ q)
+                    alphas.append(alpha)
+                    q = q - alpha * y_i
+                r = h * q
+                for (s_i, y_i, r_i), alpha in zip(hist, reversed(alphas)):
+                    r = r + s_i * (alpha - r_i * (y_i @ r))
+                d = r
+            prev_g, prev_loss = g, loss
+            t = min(1.0, 1.0 / np.abs(g).sum()) * lr if total_iter == 1 else lr
+            if g @ d > -tolerance_change:
+                break
+            x = x + t * d
+            if n == max_iter:
+                break
+            loss, g = f_and_g(x)
+            evals += 1
+            if evals >= max_eval or np.abs(g).max() <= tolerance_grad:
+                break
+            if np.abs(d * t).max() <= tolerance_change or abs(loss - prev_loss) < \
+                    tolerance_change:
+                break
+    return x
+
+
+def _quartic(x):
+    """A smooth convex function with a non-constant Hessian, as (value, gradient)."""
+    scale = np.array([1.0, 2.0, 0.5, 1.5])
+    v = (scale * x * x).sum() + 0.1 * (x ** 4).sum() + 0.3 * x[0] * x[1]
+    g = 2 * scale * x + 0.4 * x ** 3
+    g[0] += 0.3 * x[1]
+    g[1] += 0.3 * x[0]
+    return v, g
+
+
+@pytest.mark.parametrize("kwargs", [dict(lr=0.5, max_iter=6), dict(lr=0.4, max_iter=4,
+                                                                   history_size=2)])
+def test_lbfgs_fixed_step_matches_reference(kwargs):
+    x0 = np.array([1.0, -0.8, 1.5, 0.7])
+    x = st.tensor(x0, requires_grad=True)
+    opt = optim.LBFGS([x], **kwargs)
+    scale = st.tensor([1.0, 2.0, 0.5, 1.5], dtype=st.float64)
+    closure = _closure(opt, [x], lambda x: (scale * x * x).sum() + 0.1 * (x ** 4).sum()
+                       + 0.3 * x[0] * x[1])
+    for steps in (1, 2, 3):
+        opt.step(closure)
+        want = ref_lbfgs(x0, _quartic, steps, **kwargs)
+        np.testing.assert_allclose(to_numpy(x), want, rtol=1e-10, atol=1e-12,
+                                   err_msg=f"after {steps} steps")
+    assert not np.allclose(to_numpy(x), x0)
+    if kwargs.get("history_size") == 2:
+        assert len(opt.state[x]["old_dirs"]) == 2
+
+
+def test_lbfgs_stops_at_a_stationary_point_and_counts_evaluations():
+    x = st.tensor([0.0, 0.0], dtype=st.float64, requires_grad=True)
+    opt = optim.LBFGS([x])
+    calls = []
+
+    def closure():
+        calls.append(1)
+        opt.zero_grad()
+        loss = (x * x).sum()
+        loss.backward()
+        return loss
+
+    assert opt.step(closure).item() == 0.0 and len(calls) == 1
+    assert opt.defaults["max_eval"] == 25
+    y = st.tensor([3.0, -4.0], dtype=st.float64, requires_grad=True)
+    # far from the minimum every iteration runs: one evaluation each but the last...
+    opt = optim.LBFGS([y], max_iter=3, max_eval=10, tolerance_change=0.0, tolerance_grad=0.0)
+    opt.step(_closure(opt, [y], lambda y: (y ** 4).sum()))
+    assert opt.state[y]["func_evals"] == 3 and opt.state[y]["n_iter"] == 3
+    # ...unless max_eval (by default max_iter * 5 // 4, 3 here) runs out first
+    y = st.tensor([3.0, -4.0], dtype=st.float64, requires_grad=True)
+    opt = optim.LBFGS([y], max_iter=3, tolerance_change=0.0, tolerance_grad=0.0)
+    opt.step(_closure(opt, [y], lambda y: (y ** 4).sum()))
+    assert opt.state[y]["func_evals"] == 3 and opt.state[y]["n_iter"] == 2
+
+
+def test_cubic_interpolation_is_exact_for_a_cubic():
+    # f(x) = x^3 - 3x: f(0) = 0, f'(0) = -3, f(2) = 2, f'(2) = 9; minimum at x = 1
+    assert _cubic_minimum(0.0, 0.0, -3.0, 2.0, 2.0, 9.0) == pytest.approx(1.0, rel=1e-14)
+    assert _cubic_minimum(2.0, 2.0, 9.0, 0.0, 0.0, -3.0) == pytest.approx(1.0, rel=1e-14)
+    # clamped to the bounds, and the middle when the cubic has no minimum
+    assert _cubic_minimum(0.0, 0.0, -3.0, 2.0, 2.0, 9.0, bounds=(1.5, 3.0)) == 1.5
+    # x^3 + x is monotone
+    assert _cubic_minimum(0.0, 0.0, 1.0, 1.0, 2.0, 4.0) == 0.5
+
+
+@pytest.mark.parametrize("t0", [1e-3, 1.0, 30.0])
+def test_strong_wolfe_step_satisfies_the_conditions(t0):
+    def f(x):
+        return float(np.log(1 + (x - 2.0) ** 2) + 0.05 * x * x)
+
+    def df(x):
+        return float(2 * (x - 2.0) / (1 + (x - 2.0) ** 2) + 0.1 * x)
+
+    d = st.tensor([1.0], dtype=st.float64)
+    g0 = st.tensor([df(0.0)], dtype=st.float64)
+    gtd = df(0.0)
+    evals = []
+
+    def evaluate(t):
+        evals.append(t)
+        return f(t), st.tensor([df(t)], dtype=st.float64)
+
+    f_t, g_t, t, n = _strong_wolfe(evaluate, t0, d, f(0.0), g0, gtd)
+    assert n == len(evals) and t > 0
+    assert f_t == pytest.approx(f(t)) and g_t.item() == pytest.approx(df(t))
+    assert f_t <= f(0.0) + 1e-4 * t * gtd
+    assert abs(df(t)) <= -0.9 * gtd
+
+
+def test_lbfgs_state_dict_resume():
+    def start():
+        x = st.tensor([-1.2, 1.0], dtype=st.float64, requires_grad=True)
+        opt = optim.LBFGS([x], max_iter=4, history_size=3, line_search_fn="strong_wolfe")
+        opt.step(_closure(opt, [x], _rosenbrock))
+        return x, opt
+
+    x, opt = start()
+    for _ in range(2):
+        opt.step(_closure(opt, [x], _rosenbrock))
+    want = to_numpy(x)
+
+    x, opt = start()
+    saved, saved_x = opt.state_dict(), to_numpy(x)
+    assert 1 <= len(saved["state"][0]["old_dirs"]) <= 3 and saved["state"][0]["n_iter"] > 1
+    opt.step(_closure(opt, [x], _rosenbrock))  # must not alter what was saved
+    x2 = st.tensor(saved_x, requires_grad=True)
+    opt2 = optim.LBFGS([x2], lr=5.0)
+    opt2.load_state_dict(saved)
+    assert opt2.param_groups[0]["lr"] == 1 and opt2.param_groups[0]["max_iter"] == 4
+    for _ in range(2):
+        opt2.step(_closure(opt2, [x2], _rosenbrock))
+    np.testing.assert_array_equal(to_numpy(x2), want)
+    assert not np.array_equal(want, saved_x)
+
+
+def test_lbfgs_errors():
+    x = st.zeros(2, dtype=st.float64, requires_grad=True)
+    opt = optim.LBFGS([x])
+    with pytest.raises(RuntimeError, match="LBFGS.step requires a closure that clears the "
+                                           "gradients, computes the loss"):
+        opt.step()
+    with pytest.raises(ValueError, match="LBFGS: invalid learning rate: -1"):
+        optim.LBFGS([x], lr=-1)
+    with pytest.raises(ValueError, match="LBFGS: only 'strong_wolfe' is supported as "
+                                         "line_search_fn, got 'armijo'"):
+        optim.LBFGS([x], line_search_fn="armijo")
+    with pytest.raises(ValueError, match="LBFGS: max_iter must be a positive integer, got 0"):
+        optim.LBFGS([x], max_iter=0)
+    with pytest.raises(ValueError, match="LBFGS: history_size must be a positive integer, got "
+                                         "2.5"):
+        optim.LBFGS([x], history_size=2.5)
+    with pytest.raises(ValueError, match="LBFGS: invalid tolerance_grad: -1"):
+        optim.LBFGS([x], tolerance_grad=-1)
+    y = st.zeros(1, requires_grad=True)
+    with pytest.raises(ValueError, match="LBFGS doesn't support per-parameter options"):
+        optim.LBFGS([{"params": [x]}, {"params": [y]}])
+    with pytest.raises(ValueError, match="LBFGS doesn't support per-parameter options"):
+        opt.add_param_group({"params": [y]})
+
+    def step(a):
+        opt.step(_closure(opt, [x], lambda x: ((x - a) ** 2).sum()))
+        return x.sum()
+
+    with pytest.raises(RuntimeError, match="LBFGS.step cannot run under .*: its number of "
+                                           "closure evaluations depends on the values"):
+        compiled = st.compile(step)
+        for _ in range(2):  # the first call runs eagerly, the second records
+            compiled(st.ones(2, dtype=st.float64))

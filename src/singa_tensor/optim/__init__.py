@@ -20,6 +20,7 @@ from .adam import Adam, AdamW
 from .adamax import Adamax
 from .asgd import ASGD
 from .dist_opt import DistOpt
+from .lbfgs import LBFGS
 from .nadam import NAdam
 from .optimizer import Optimizer
 from .radam import RAdam
@@ -29,4 +30,4 @@ from .sgd import SGD
 from .sparse_adam import SparseAdam
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "DistOpt", "lr_scheduler",
-           "Adadelta", "Adamax", "NAdam", "RAdam", "ASGD", "Rprop", "SparseAdam"]
+           "Adadelta", "Adamax", "NAdam", "RAdam", "ASGD", "Rprop", "SparseAdam", "LBFGS"]
