@@ -18,7 +18,9 @@ from collections.abc import Callable, Sequence
 from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
-           "LambdaLR", "LinearLR", "OneCycleLR", "ReduceLROnPlateau"]
+           "LambdaLR", "LinearLR", "OneCycleLR", "ReduceLROnPlateau", "MultiplicativeLR",
+           "ConstantLR", "PolynomialLR", "CyclicLR", "CosineAnnealingWarmRestarts",
+           "SequentialLR", "ChainedScheduler"]
 
 
 def _check_optimizer(optimizer) -> None:
@@ -451,3 +453,15 @@ class ReduceLROnPlateau(LRScheduler):
             # changes smaller than eps are not worth making
             if old - new > self.eps:
                 group["lr"] = new
+
+
+# the rest of PyTorch's schedules live in their own module, built on the base class above
+from ._lr_scheduler_more import (  # noqa: E402
+    ChainedScheduler,
+    ConstantLR,
+    CosineAnnealingWarmRestarts,
+    CyclicLR,
+    MultiplicativeLR,
+    PolynomialLR,
+    SequentialLR,
+)
