@@ -300,6 +300,9 @@ def test_errors():
     with pytest.raises(TypeError, match="SequentialLR expects a list of schedulers, but the "
                                         "one at index 0 is int"):
         sched.SequentialLR(opt, [3], milestones=[])
+    with pytest.raises(ValueError, match="ChainedScheduler does not support ReduceLROnPlateau "
+                                         "\\(at index 1\\)"):
+        sched.ChainedScheduler([a, sched.ReduceLROnPlateau(opt)])
     with pytest.raises(ValueError, match="ChainedScheduler expects at least one scheduler"):
         sched.ChainedScheduler([])
     with pytest.raises(ValueError, match="ChainedScheduler expects all schedulers to belong to "

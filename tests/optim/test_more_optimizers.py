@@ -447,6 +447,16 @@ def test_lbfgs_strong_wolfe_solves_rosenbrock():
     assert state["n_iter"] > 20 and state["func_evals"] >= state["n_iter"]
 
 
+def test_lbfgs_float32_rosenbrock():
+    x = st.tensor([-1.5, 2.0], dtype=st.float32, requires_grad=True)
+    opt = optim.LBFGS([x], line_search_fn="strong_wolfe")
+    closure = _closure(opt, [x], _rosenbrock)
+    for _ in range(5):
+        opt.step(closure)
+    assert x.dtype is st.float32 and opt.state[x]["d"].dtype is st.float32
+    np.testing.assert_allclose(to_numpy(x), [1.0, 1.0], atol=1e-3)
+
+
 def test_lbfgs_least_squares_matches_numpy_lstsq():
     rng = np.random.default_rng(11)
     a = rng.standard_normal((30, 4))

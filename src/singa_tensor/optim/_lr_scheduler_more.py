@@ -13,7 +13,7 @@ import warnings
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 
-from .lr_scheduler import LRScheduler, _check_optimizer
+from .lr_scheduler import LRScheduler, ReduceLROnPlateau, _check_optimizer
 from .optimizer import Optimizer
 
 
@@ -361,6 +361,9 @@ def _check_schedulers(cls: str, schedulers, optimizer) -> list:
         if not isinstance(s, LRScheduler):
             raise TypeError(f"{cls} expects a list of schedulers, but the one at index {i} is "
                             f"{type(s).__name__}")
+        if isinstance(s, ReduceLROnPlateau):
+            raise ValueError(f"{cls} does not support ReduceLROnPlateau (at index {i}): it "
+                             "steps on a metric, not on a schedule")
         if s.optimizer is not optimizer:
             raise ValueError(f"{cls} expects all schedulers to belong to the same optimizer, "
                              f"but the scheduler at index {i} belongs to a different one")
