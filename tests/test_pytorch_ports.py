@@ -66,6 +66,9 @@ def test_port_runs_and_learns(name):
               if line.startswith("loss ")]
     assert len(losses) >= 2, r.stdout
     assert all(math.isfinite(v) for v in losses), losses
+    if name == "reinforce":  # the policy loss is not a measure of progress: episode length is
+        losses = [float(line.split()[4]) for line in r.stdout.splitlines()
+                  if line.startswith("loss ")]
     if name == "dcgan":  # a two-player game: the losses need not fall, they must stay sane
         assert all(0.0 < v < 10.0 for v in losses), losses
         return
