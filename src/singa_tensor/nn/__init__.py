@@ -9,6 +9,8 @@ Example:
 """
 
 from . import functional, init, parallel, utils
+from .activation import *  # noqa: F401,F403  (more activations and dropouts)
+from .activation import __all__ as _activation_names
 from .containers import ModuleDict, ModuleList, Sequential
 from .conv_layers import (
     AdaptiveAvgPool2d,
@@ -101,4 +103,4 @@ __all__ = [
     "functional",
     "init",
 ]
-__all__ += _rnn_names + _transformer_names
+__all__ += _rnn_names + _transformer_names + _activation_names
