@@ -1,4 +1,5 @@
-"""nn.functional's further activations and the channel-wise and alpha dropouts (PyTorch names).
+"""nn.functional's further activations, the channel-wise and alpha dropouts and the pooling
+functions of ops/pooling.py (PyTorch names).
 
 The activations are registry ops of ops/activation.py; these wrappers add PyTorch's
 `inplace=` (written back with an in-place copy, which keeps autograd right) and the implicit
@@ -13,6 +14,7 @@ import warnings
 
 from .. import creation
 from ..ops import activation as _act
+from ..ops import pooling as _pool
 from ..tensor import Tensor
 from .functional import _check_p, _operand, _softmax_dim, _tensor, _write_back
 
@@ -296,7 +298,14 @@ def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
                          True)
 
 
-__all__ = [
+# ---- pooling (ops/pooling.py) ------------------------------------------------------------------
+
+_POOLS = ["adaptive_avg_pool1d", "adaptive_max_pool1d", "adaptive_max_pool2d", "avg_pool1d",
+          "avg_pool3d", "local_response_norm", "lp_pool1d", "lp_pool2d", "max_pool1d",
+          "max_pool3d"]
+globals().update({_n: getattr(_pool, _n) for _n in _POOLS})
+
+__all__ = _POOLS + [
     "alpha_dropout", "celu", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout",
     "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "logsigmoid", "mish", "prelu",
     "relu6", "rrelu", "selu", "softmin", "softshrink", "softsign", "tanhshrink", "threshold",
