@@ -1,6 +1,7 @@
-"""Padding, pooling and local response normalisation modules: values against numpy, a
-backward through each (float64 gradcheck), return_indices, and the error paths. (The registry
-tests check the ops of ops/pooling.py against their references, with gradients.)"""
+"""Padding, pooling, local response normalisation and rearranging (shuffle, fold, unflatten,
+upsampling) modules: values against numpy, a backward through each (float64 gradcheck),
+return_indices, and the error paths. (The registry tests check the ops of ops/pooling.py and
+ops/rearrange.py against their references, with gradients.)"""
 
 from __future__ import annotations
 
@@ -225,5 +226,89 @@ def test_pool_reprs():
     (lambda: F.adaptive_max_pool1d([1.0], 2), TypeError, "adaptive_max_pool1d: input must be"),
 ])
 def test_pool_errors(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+# ---- shuffles, fold/unfold, unflatten, upsampling -----------------------------------------------
+
+
+def test_pixel_shuffle_places_each_channel_block_and_unshuffle_inverts_it():
+    r = 2
+    x = RNG.standard_normal((2, 3 * r * r, 3, 4))
+    y = to_numpy(nn.PixelShuffle(r)(t64(x)))
+    assert y.shape == (2, 3, 6, 8)
+    for c in range(3):
+        for i in range(r):
+            for j in range(r):
+                np.testing.assert_array_equal(y[:, c, i::r, j::r], x[:, c * r * r + i * r + j])
+    back = nn.PixelUnshuffle(r)(t64(y))
+    np.testing.assert_array_equal(to_numpy(back), x)
+    # extra batch dimensions
+    x5 = RNG.standard_normal((2, 2, 9, 1, 2))
+    assert F.pixel_shuffle(t64(x5), 3).shape == (2, 2, 1, 3, 6)
+    assert st.autograd.gradcheck(lambda v: F.pixel_shuffle(v, 2), (t64(x[:1], True),))
+
+
+def test_channel_shuffle_interleaves_groups():
+    x = np.arange(2 * 6 * 2, dtype=np.float64).reshape(2, 6, 2)
+    y = to_numpy(nn.ChannelShuffle(3)(t64(x)))
+    np.testing.assert_array_equal(y, x[:, [0, 2, 4, 1, 3, 5]])
+
+
+def test_unfold_and_fold_against_numpy():
+    x = RNG.standard_normal((2, 3, 5, 4))
+    cols = to_numpy(nn.Unfold((2, 3), padding=1, stride=(2, 1))(t64(x)))
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    blocks = [xp[:, :, i:i + 2, j:j + 3].reshape(2, -1)
+              for i in range(0, 6, 2) for j in range(0, 4)]
+    np.testing.assert_array_equal(cols, np.stack(blocks, -1))
+    # fold of unfold multiplies each pixel by the number of blocks covering it
+    ones = t64(np.ones((1, 1, 4, 4)))
+    counts = F.fold(F.unfold(ones, 2), (4, 4), 2)
+    np.testing.assert_array_equal(to_numpy(counts)[0, 0],
+                                  np.outer([1, 2, 2, 1], [1, 2, 2, 1]))
+    c = RNG.standard_normal((2, 12, 12))
+    m = nn.Fold((5, 4), 2)
+    assert m(t64(c)).shape == (2, 3, 5, 4)
+    assert st.autograd.gradcheck(lambda v: m(v), (t64(c, True),))
+    assert nn.Unfold(2)(t64(x[0])).shape == (12, 12)
+
+
+def test_unflatten_and_upsampling():
+    x = t64(RNG.standard_normal((2, 12)))
+    assert nn.Unflatten(1, (3, -1))(x).shape == (2, 3, 4)
+    assert nn.Unflatten(-1, [2, 2, 3])(x).shape == (2, 2, 2, 3)
+    img = t64([[[[0.0, 3.0], [6.0, 9.0]]]])
+    np.testing.assert_array_equal(to_numpy(nn.UpsamplingNearest2d(scale_factor=2)(img)),
+                                  np.kron(to_numpy(img), np.ones((2, 2))))
+    got = to_numpy(nn.UpsamplingBilinear2d(size=(3, 3))(img))[0, 0]
+    np.testing.assert_allclose(got, [[0, 1.5, 3], [3, 4.5, 6], [6, 7.5, 9]], rtol=1e-12)
+    assert repr(nn.UpsamplingBilinear2d(scale_factor=2)) == "UpsamplingBilinear2d(scale_factor=2)"
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda: F.pixel_shuffle(st.ones(1, 3, 2, 2), 2), ValueError,
+     "pixel_shuffle: the channel dimension \\(3\\) must be divisible"),
+    (lambda: F.pixel_shuffle(st.ones(4, 2), 2), ValueError, "pixel_shuffle: expected an input "
+                                                           "with at least 3"),
+    (lambda: F.pixel_shuffle(st.ones(1, 4, 2, 2), 0), ValueError,
+     "pixel_shuffle: upscale_factor must be a positive int"),
+    (lambda: F.pixel_unshuffle(st.ones(1, 1, 3, 4), 2), ValueError,
+     "pixel_unshuffle: height \\(3\\) and width \\(4\\) must be divisible"),
+    (lambda: F.channel_shuffle(st.ones(1, 5, 2), 2), ValueError,
+     "channel_shuffle: the number of channels \\(5\\) must be divisible"),
+    (lambda: F.unfold(st.ones(2, 3), 2), ValueError, "unfold: expected a 3D"),
+    (lambda: F.unfold(st.ones(1, 1, 2, 2), 3), ValueError, "unfold: the kernel"),
+    (lambda: F.fold(st.ones(1, 5, 4), (3, 3), 2), ValueError,
+     "fold: input dimension 1 \\(5\\) must be divisible"),
+    (lambda: F.fold(st.ones(1, 4, 5), (3, 3), 2), ValueError, "fold: input has 5 blocks"),
+    (lambda: nn.Unflatten(1, (5, -1))(st.ones(2, 12)), ValueError,
+     "Unflatten: unflattened_size \\(5, -1\\) does not match"),
+    (lambda: nn.Unflatten(1, (2, 2))(st.ones(2, 12)), ValueError, "Unflatten: unflattened_size"),
+    (lambda: nn.Unflatten(3, (2, 6))(st.ones(2, 12)), IndexError, "Unflatten: dim 3 is out"),
+    (lambda: nn.Unflatten(1, 12), TypeError, "Unflatten: unflattened_size must be"),
+])
+def test_rearrange_errors(call, exc, match):
     with pytest.raises(exc, match=match):
         call()

@@ -1,5 +1,5 @@
 """nn.functional's further activations, the channel-wise and alpha dropouts and the pooling
-functions of ops/pooling.py (PyTorch names).
+and rearranging functions of ops/pooling.py and ops/rearrange.py (PyTorch names).
 
 The activations are registry ops of ops/activation.py; these wrappers add PyTorch's
 `inplace=` (written back with an in-place copy, which keeps autograd right) and the implicit
@@ -15,6 +15,7 @@ import warnings
 from .. import creation
 from ..ops import activation as _act
 from ..ops import pooling as _pool
+from ..ops import rearrange as _rearrange
 from ..tensor import Tensor
 from .functional import _check_p, _operand, _softmax_dim, _tensor, _write_back
 
@@ -305,7 +306,12 @@ _POOLS = ["adaptive_avg_pool1d", "adaptive_max_pool1d", "adaptive_max_pool2d", "
           "max_pool3d"]
 globals().update({_n: getattr(_pool, _n) for _n in _POOLS})
 
-__all__ = _POOLS + [
+# ---- rearranging (ops/rearrange.py) -------------------------------------------------------------
+
+_REARRANGE = ["channel_shuffle", "fold", "pixel_shuffle", "pixel_unshuffle", "unfold"]
+globals().update({_n: getattr(_rearrange, _n) for _n in _REARRANGE})
+
+__all__ = _POOLS + _REARRANGE + [
     "alpha_dropout", "celu", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout",
     "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "logsigmoid", "mish", "prelu",
     "relu6", "rrelu", "selu", "softmin", "softshrink", "softsign", "tanhshrink", "threshold",

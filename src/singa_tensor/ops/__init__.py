@@ -24,6 +24,7 @@ from . import (
     norm,
     padding,
     pooling,
+    rearrange,
     reduce,
     reduce_ext,
     rnn,
@@ -51,7 +52,7 @@ from .inplace import copy_, fill_, zero_
 # order their names are looked up
 _FAMILIES = [elementwise, layout, reduce, shape, masks, padding, index, subscript, conv, norm,
              linalg, reduce_ext, loss, fused_updates, attention, attention_fused, rnn, dense,
-             sort, activation, pooling]
+             sort, activation, pooling, rearrange]
 for _mod in reversed(_FAMILIES):
     globals().update({_k: getattr(_mod, _k) for _k in getattr(_mod, "__all__", ())})
 
