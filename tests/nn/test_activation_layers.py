@@ -140,6 +140,23 @@ def test_negative_slope_leaky_relu_still_uses_the_input():
         F.leaky_relu(x * 1.0, -0.5, inplace=True).sum().backward()
 
 
+@pytest.mark.parametrize("fn, points, grads", [
+    (F.relu6, [0.0, 6.0, 3.0], [0.0, 0.0, 1.0]),
+    (F.hardtanh, [-1.0, 1.0, 0.0], [0.0, 0.0, 1.0]),
+    (F.hardsigmoid, [-3.0, 3.0, 0.0], [0.0, 0.0, 1.0 / 6.0]),
+    (F.hardswish, [-3.0, 3.0, -4.0, 4.0], [-0.5, 1.5, 0.0, 1.0]),
+    (F.softshrink, [0.5, -0.5, 0.6], [0.0, 0.0, 1.0]),
+    (F.hardshrink, [0.5, -0.5, -0.6], [0.0, 0.0, 1.0]),
+    (lambda v: F.threshold(v, 1.0, 0.0), [1.0, 1.5], [0.0, 1.0]),
+    (lambda v: F.prelu(v, t64([0.25])), [0.0, -1.0], [0.25, 0.25]),
+    (lambda v: F.rrelu(v, 0.2, 0.2, training=True), [0.0, 1.0], [0.2, 1.0]),
+])
+def test_gradient_at_the_kinks_follows_pytorch(fn, points, grads):
+    x = t64(points, requires_grad=True)
+    fn(x).sum().backward()
+    np.testing.assert_allclose(to_numpy(x.grad), grads, rtol=1e-12, atol=1e-15)
+
+
 def test_glu_values_gradient_and_module():
     x = RNG.standard_normal((2, 6, 3))
     xt = t64(x, requires_grad=True)

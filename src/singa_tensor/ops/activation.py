@@ -54,6 +54,11 @@ def _elu_np(x, alpha=1.0):
 # ---- clipping and piecewise-linear ---------------------------------------------------------------
 
 
+def _clip(x: Tensor, lo: float, hi: float) -> Tensor:
+    # unlike clamp, no gradient at the bounds themselves (relu6 at exactly 0), as in PyTorch
+    return where(x <= lo, lo, where(x >= hi, hi, x))
+
+
 @composite("hardtanh", lambda x, min_val=-1.0, max_val=1.0: np.clip(x, min_val, max_val),
            kind="unary", domain=(-3.0, 3.0))
 def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
@@ -69,7 +74,7 @@ def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
     lo, hi = _number("hardtanh", min_val, "min_val"), _number("hardtanh", max_val, "max_val")
     if hi < lo:
         raise ValueError(f"hardtanh: max_val ({hi}) must be greater or equal to min_val ({lo})")
-    return clamp(x, lo, hi)
+    return _clip(x, lo, hi)
 
 
 @composite("relu6", lambda x: np.clip(x, 0.0, 6.0), kind="unary", domain=(-8.0, 8.0))
@@ -83,7 +88,7 @@ def relu6(x: Tensor) -> Tensor:
         [0.0, 3.0, 6.0]
     """
     _input("relu6", x)
-    return clamp(x, 0.0, 6.0)
+    return _clip(x, 0.0, 6.0)
 
 
 @composite("hardsigmoid", lambda x: np.clip(x / 6.0 + 0.5, 0.0, 1.0), kind="unary",
@@ -98,7 +103,7 @@ def hardsigmoid(x: Tensor) -> Tensor:
         [0.0, 0.5, 1.0]
     """
     _input("hardsigmoid", x)
-    return clamp(x * (1.0 / 6.0) + 0.5, 0.0, 1.0)
+    return where(x <= -3.0, 0.0, where(x >= 3.0, 1.0, x * (1.0 / 6.0) + 0.5))
 
 
 def _hardswish_np(x):
@@ -117,7 +122,7 @@ def hardswish(x: Tensor) -> Tensor:
     """
     _input("hardswish", x)
     # branches by where, not x * hardsigmoid(x), so that -inf gives 0 rather than -inf * 0
-    return where(x <= -3.0, 0.0, where(x >= 3.0, x, x * (x + 3.0) * (1.0 / 6.0)))
+    return where(x < -3.0, 0.0, where(x > 3.0, x, x * (x + 3.0) * (1.0 / 6.0)))
 
 
 def _threshold_samples():
@@ -375,7 +380,7 @@ def prelu(x: Tensor, weight: Tensor) -> Tensor:
                              f"channels (dimension 1 of shape {x.shape}); give 1 or {channels}")
         if x.ndim >= 2:
             weight = reshape(weight, (n,) + (1,) * (x.ndim - 2))
-    return where(x >= 0.0, x, x * weight)
+    return where(x > 0.0, x, x * weight)
 
 
 _RRELU_LOWER, _RRELU_UPPER = 1.0 / 8.0, 1.0 / 3.0
@@ -409,9 +414,9 @@ def rrelu(x: Tensor, lower: float = _RRELU_LOWER, upper: float = _RRELU_UPPER,
         raise ValueError(f"rrelu: lower ({lo}) must be less than or equal to upper ({hi})")
     if not training:
         return leaky_relu(x, (lo + hi) / 2.0) if lo + hi >= 0.0 else where(
-            x >= 0.0, x, x * ((lo + hi) / 2.0))
+            x > 0.0, x, x * ((lo + hi) / 2.0))
     draw = creation.rand(*x.shape, generator=generator, dtype=x.dtype, device=x.device)
-    return where(x >= 0.0, x, x * (draw * (hi - lo) + lo))
+    return where(x > 0.0, x, x * (draw * (hi - lo) + lo))
 
 
 __all__ = ["celu", "hardshrink", "prelu", "rrelu", "selu", "threshold"]
