@@ -339,3 +339,16 @@ def test_feature_alpha_dropout_drops_channels_and_modules_follow_train_mode():
 def test_dropout_errors(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+@pytest.mark.parametrize("inplace, plain, args", [
+    (F.celu_, F.celu, (0.5,)), (F.elu_, F.elu, (0.3,)), (F.hardtanh_, F.hardtanh, (-0.5, 0.5)),
+    (F.leaky_relu_, F.leaky_relu, (0.2,)), (F.rrelu_, F.rrelu, ()), (F.selu_, F.selu, ()),
+    (F.threshold_, F.threshold, (0.1, -3.0)),
+])
+def test_underscore_functions_write_into_their_input(inplace, plain, args):
+    x = RNG.standard_normal(7)
+    want = to_numpy(plain(t64(x), *args))
+    xt = t64(x)
+    assert inplace(xt, *args) is xt
+    np.testing.assert_allclose(to_numpy(xt), want, rtol=1e-12)

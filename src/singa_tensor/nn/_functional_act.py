@@ -153,6 +153,46 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=N
     return _act.softmin(input, dim, dtype=dtype)
 
 
+def _underscore(fn, name: str):
+    def inplace_fn(input: Tensor, *args, **kwargs) -> Tensor:
+        return fn(input, *args, inplace=True, **kwargs)
+
+    inplace_fn.__name__ = inplace_fn.__qualname__ = name
+    inplace_fn.__doc__ = (
+        f"In-place {fn.__name__}: {name}(x, ...) is {fn.__name__}(x, ..., inplace=True).\n\n"
+        f"    Example:\n        >>> import singa_tensor as st\n"
+        f"        >>> import singa_tensor.nn.functional as F\n"
+        f"        >>> x = st.tensor([-9.0, 0.0])\n        >>> F.{name}(x) is x\n        True\n")
+    return inplace_fn
+
+
+def _from_functional(name: str):
+    from . import functional  # the module importing this one: its names exist by now
+
+    return getattr(functional, name)
+
+
+celu_ = _underscore(celu, "celu_")
+elu_ = _underscore(_from_functional("elu"), "elu_")
+hardtanh_ = _underscore(hardtanh, "hardtanh_")
+leaky_relu_ = _underscore(_from_functional("leaky_relu"), "leaky_relu_")
+rrelu_ = _underscore(rrelu, "rrelu_")
+selu_ = _underscore(selu, "selu_")
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """In-place threshold.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> import singa_tensor.nn.functional as F
+        >>> x = st.tensor([0.5, 2.0])
+        >>> F.threshold_(x, 1.0, 0.0) is x, x.tolist()
+        (True, [0.0, 2.0])
+    """
+    return globals()["threshold"](input, threshold, value, inplace=True)
+
+
 glu = _act.glu
 hardshrink = _act.hardshrink
 logsigmoid = _act.logsigmoid
@@ -312,7 +352,8 @@ _REARRANGE = ["channel_shuffle", "fold", "pixel_shuffle", "pixel_unshuffle", "un
 globals().update({_n: getattr(_rearrange, _n) for _n in _REARRANGE})
 
 __all__ = _POOLS + _REARRANGE + [
-    "alpha_dropout", "celu", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout",
+    "alpha_dropout", "celu", "celu_", "elu_", "hardtanh_", "leaky_relu_", "rrelu_", "selu_",
+    "threshold_", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout",
     "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh", "logsigmoid", "mish", "prelu",
     "relu6", "rrelu", "selu", "softmin", "softshrink", "softsign", "tanhshrink", "threshold",
 ]
