@@ -237,6 +237,8 @@ def test_reprs():
     (lambda: F.glu(st.tensor(1.0)), ValueError, "glu: does not support scalars"),
     (lambda: F.prelu(st.ones(2, 3), st.ones(2)), ValueError, "prelu: weight has 2 elements"),
     (lambda: F.prelu(st.ones(2, 3), st.ones(1, 3)), ValueError, "prelu: weight must be 1-D"),
+    (lambda: F.prelu(st.ones(3), st.ones(3)), ValueError, "prelu: weight has 3 elements but "
+                                                          "the input has 1 channels"),
     (lambda: nn.PReLU(0), ValueError, "PReLU: num_parameters must be a positive int"),
     (lambda: F.rrelu(st.ones(2), 0.5, 0.1), ValueError, "rrelu: lower"),
     (lambda: nn.RReLU(0.5, 0.1), ValueError, "RReLU: lower"),

@@ -359,8 +359,8 @@ def _prelu_samples():
 
 @composite("prelu", _prelu_np, samples=_prelu_samples)
 def prelu(x: Tensor, weight: Tensor) -> Tensor:
-    """x where x >= 0, weight * x elsewhere; weight has one element or one per channel
-    (dimension 1 of x).
+    """x where x > 0, weight * x elsewhere; weight has one element or one per channel
+    (dimension 1 of x; an input of fewer than 2 dims has one channel).
 
     Example:
         >>> import singa_tensor as st
@@ -374,7 +374,7 @@ def prelu(x: Tensor, weight: Tensor) -> Tensor:
         raise ValueError(f"prelu: weight must be 1-D or a scalar, got shape {weight.shape}")
     n = weight.numel()
     if n != 1:
-        channels = x.shape[1] if x.ndim >= 2 else (x.shape[0] if x.ndim == 1 else 1)
+        channels = x.shape[1] if x.ndim >= 2 else 1  # below 2-D there is no channel dim
         if n != channels:
             raise ValueError(f"prelu: weight has {n} elements but the input has {channels} "
                              f"channels (dimension 1 of shape {x.shape}); give 1 or {channels}")
