@@ -4,8 +4,8 @@ response normalisation (PyTorch names, arguments and output sizes).
 One helper carries the windowed ones: the input's spatial positions are flattened, one fill
 slot (-inf for max, 0 for sums) is appended for positions outside the input, and a single
 gather by a table of window positions gives (N, C, *out, window) on which the reduction runs.
-Gradients, to any order, come from gather and the reduction. (The 2-d pools of ops/conv.py
-run on im2col kernels instead.)
+Gradients, to any order, come from gather and the reduction. The 1-d max and average pools
+are the 2-d ones of ops/conv.py (their kernels) over a height of 1.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .. import creation
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._registry import composite
-from .conv import _adaptive_matrix, avg_pool2d
+from .conv import _adaptive_matrix, avg_pool2d, max_pool2d
 from .elementwise import relu, sign
 from .index import gather
 from .reduce import max as _max
@@ -218,8 +218,19 @@ def max_pool1d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1,
         >>> F.max_pool1d(st.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2).tolist()
         [[[3.0, 2.0]]]
     """
-    return _max_pool("max_pool1d", 1, x, kernel_size, stride, padding, dilation, ceil_mode,
+    op = "max_pool1d"
+    x3, added = _spatial(op, x, 1)
+    k, s, p, d, _ = _geometry(op, x3.shape[2:], kernel_size, stride, padding, dilation,
+                              ceil_mode)
+    # a 1-d pool is the 2-d kernel's pool over a height of 1 (its indices are then positions
+    # in L)
+    out = max_pool2d(x3.unsqueeze(2), (1, k[0]), (1, s[0]), (0, p[0]), (1, d[0]), ceil_mode,
                      return_indices)
+    if return_indices:
+        values, indices = out[0].squeeze(2), out[1].squeeze(2)
+        return (values.squeeze(0), indices.squeeze(0)) if added else (values, indices)
+    out = out.squeeze(2)
+    return out.squeeze(0) if added else out
 
 
 def _max3d_samples():
@@ -267,8 +278,12 @@ def avg_pool1d(x: Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool =
         >>> F.avg_pool1d(st.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2).tolist()
         [[[2.0, 1.0]]]
     """
-    return _avg_pool("avg_pool1d", 1, x, kernel_size, stride, padding, ceil_mode,
-                     count_include_pad, None)
+    op = "avg_pool1d"
+    x3, added = _spatial(op, x, 1)
+    k, s, p, _, _ = _geometry(op, x3.shape[2:], kernel_size, stride, padding, 1, ceil_mode)
+    out = avg_pool2d(x3.unsqueeze(2), (1, k[0]), (1, s[0]), (0, p[0]), ceil_mode,
+                     count_include_pad).squeeze(2)
+    return out.squeeze(0) if added else out
 
 
 def _avg3d_samples():
