@@ -9,6 +9,8 @@ Example:
 """
 
 from . import functional, init, parallel, utils
+from .activation import *  # noqa: F401,F403  (more activations and dropouts)
+from .activation import __all__ as _activation_names
 from .containers import ModuleDict, ModuleList, Sequential
 from .conv_layers import (
     AdaptiveAvgPool2d,
@@ -50,6 +52,12 @@ from .loss import (
     SmoothL1Loss,
 )
 from .module import Module, Parameter
+from .padding_layers import *  # noqa: F401,F403  (padding modules)
+from .padding_layers import __all__ as _padding_names
+from .pooling_layers import *  # noqa: F401,F403  (1-d, 3-d, adaptive max and power pools)
+from .pooling_layers import __all__ as _pooling_names
+from .rearrange_layers import *  # noqa: F401,F403  (shuffles, fold, unflatten, upsampling)
+from .rearrange_layers import __all__ as _rearrange_names
 from .rnn import *  # noqa: F401,F403  (recurrent layers; names in rnn.__all__)
 from .rnn import __all__ as _rnn_names
 from .transformer import *  # noqa: F401,F403  (attention layers; names in transformer.__all__)
@@ -101,4 +109,5 @@ __all__ = [
     "functional",
     "init",
 ]
-__all__ += _rnn_names + _transformer_names
+__all__ += (_rnn_names + _transformer_names + _activation_names + _padding_names
+            + _pooling_names + _rearrange_names)

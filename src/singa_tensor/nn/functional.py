@@ -31,6 +31,13 @@ def _write_back(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
     return input.copy_(out) if inplace else out
 
 
+def _operand(input: Tensor, inplace: bool) -> Tensor:
+    """What an in-place variant computes from: a copy of input when its graph would save
+    input, which the write-back then overwrites (the backward would read the new values)."""
+    return input.clone() if inplace and isinstance(input, Tensor) and input.requires_grad \
+        else input
+
+
 # ---- activations -------------------------------------------------------------------------------
 
 
@@ -96,7 +103,7 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
         [0.0]
     """
     _tensor("silu", input)
-    return _write_back(input, _ops.silu(input), inplace)
+    return _write_back(input, _ops.silu(_operand(input, inplace)), inplace)
 
 
 def sigmoid(input: Tensor) -> Tensor:
@@ -196,7 +203,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
                          device=input.device)
     # keep with probability 1 - p; scaling the mask once keeps it to one multiply of the input
     scale = (draw >= p).to(input.dtype) * (1.0 / (1.0 - p))
-    return _write_back(input, input * scale, inplace)
+    return _write_back(input, _operand(input, inplace) * scale, inplace)
 
 
 __all__ = [
@@ -243,3 +250,8 @@ from ._functional_seq import *  # noqa: E402,F401,F403  (attention and recurrent
 from ._functional_seq import __all__ as _seq_names  # noqa: E402
 
 __all__ += _seq_names
+
+from ._functional_act import *  # noqa: E402,F401,F403  (more activations, channel dropouts)
+from ._functional_act import __all__ as _act_names  # noqa: E402
+
+__all__ += _act_names

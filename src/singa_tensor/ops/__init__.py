@@ -8,6 +8,7 @@ calling `bind_methods` once puts them all on Tensor. There is no list of methods
 from __future__ import annotations
 
 from . import (
+    activation,
     attention,
     attention_fused,
     conv,
@@ -22,6 +23,8 @@ from . import (
     masks,
     norm,
     padding,
+    pooling,
+    rearrange,
     reduce,
     reduce_ext,
     rnn,
@@ -49,7 +52,7 @@ from .inplace import copy_, fill_, zero_
 # order their names are looked up
 _FAMILIES = [elementwise, layout, reduce, shape, masks, padding, index, subscript, conv, norm,
              linalg, reduce_ext, loss, fused_updates, attention, attention_fused, rnn, dense,
-             sort]
+             sort, activation, pooling, rearrange]
 for _mod in reversed(_FAMILIES):
     globals().update({_k: getattr(_mod, _k) for _k in getattr(_mod, "__all__", ())})
 

@@ -74,7 +74,8 @@ def unary_op(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=Fals
     back, integers and bool go to float32 (or stay integers with int_ok). attrs: up to two
     (name, default) number arguments, passed to the kernel as alpha and beta. saves: which of
     the input "x" and output "y" the backward reads; saving only those lets users modify the
-    other in place (y = x.sin(); y.add_(1) is fine, as in PyTorch). method, inplace: the
+    other in place (y = x.sin(); y.add_(1) is fine, as in PyTorch); a function of the two
+    attrs returning such a string picks them per call. method, inplace: the
     Tensor methods it provides (True for its own name, or the names).
 
     Example (elementwise.py declares exp so; st.exp is the function returned):
@@ -102,7 +103,8 @@ def unary_op(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=Fals
     def forward(ctx, x, a=0.0, b=0.0):
         y = _run_unary(x, name, a, b)
         ctx.a, ctx.b = a, b
-        ctx.save_for_backward(x if "x" in saves else None, y if "y" in saves else None)
+        keep = saves(a, b) if callable(saves) else saves
+        ctx.save_for_backward(x if "x" in keep else None, y if "y" in keep else None)
         return y
 
     Spec.forward = staticmethod(forward)
@@ -183,17 +185,30 @@ relu = unary_op("relu", "Relu", lambda c, g, x, y: g * _mask(x), lambda x: np.ma
                 int_ok=True, grad_domain=(0.1, 3.0), saves="x", method=True, inplace=True)
 relu_mask = unary_op("relu_mask", None, None, lambda x: (x > 0).astype(x.dtype),
                      differentiable=False)
+
+
+def _sign_keeping(a, b):
+    # with a slope (alpha) >= 0 the output is positive exactly where the input is, so the
+    # backward reads only the output and an in-place call (F.leaky_relu(x, inplace=True)) keeps
+    # its gradient; a negative slope needs the input, as in PyTorch
+    return "y" if a >= 0.0 else "xy"
+
+
+def _positive_part(x, y):  # 1 where the input was > 0, from whichever of x and y was saved
+    return _mask(y if x is None else x)
+
+
 leaky_relu = unary_op(
     "leaky_relu", "LeakyRelu",
-    lambda c, g, x, y: g * (_mask(x) * (1.0 - c.a) + c.a),
+    lambda c, g, x, y: g * (_positive_part(x, y) * (1.0 - c.a) + c.a),
     lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
-    attrs=(("negative_slope", 0.01),), grad_domain=(0.1, 3.0),
+    attrs=(("negative_slope", 0.01),), grad_domain=(0.1, 3.0), saves=_sign_keeping,
 )
 elu = unary_op(
     "elu", "Elu",
-    lambda c, g, x, y: g * (_mask(x) * (1.0 - (y + c.a)) + (y + c.a)),
+    lambda c, g, x, y: g * (_positive_part(x, y) * (1.0 - (y + c.a)) + (y + c.a)),
     lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))),
-    attrs=(("alpha", 1.0),), grad_domain=(0.1, 3.0),
+    attrs=(("alpha", 1.0),), grad_domain=(0.1, 3.0), saves=_sign_keeping,
 )
 
 
