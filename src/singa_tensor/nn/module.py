@@ -177,18 +177,21 @@ class Module:
 
     register_module = add_module
 
-    def _forget(self, name: str) -> None:
+    def _forget(self, name: str, keep: str = "") -> None:
+        """Drop name from every store except keep, whose entry is about to be replaced in
+        place (so that a reassigned child or parameter keeps its position, as in PyTorch)."""
         self.__dict__.pop(name, None)
-        self._parameters.pop(name, None)
-        self._buffers.pop(name, None)
-        self._non_persistent_buffers.discard(name)
-        self._modules.pop(name, None)
+        for store in ("_parameters", "_buffers", "_modules"):
+            if store != keep:
+                getattr(self, store).pop(name, None)
+        if keep != "_buffers":
+            self._non_persistent_buffers.discard(name)
 
     def __setattr__(self, name: str, value) -> None:
         params = self.__dict__.get("_parameters")
         if isinstance(value, Parameter):
             self._require_init("parameters")
-            self._forget(name)
+            self._forget(name, keep="_parameters")
             self._parameters[name] = value
         elif params is not None and name in params:
             if value is not None:
@@ -199,7 +202,7 @@ class Module:
             params[name] = None
         elif isinstance(value, Module):
             self._require_init("modules")
-            self._forget(name)
+            self._forget(name, keep="_modules")
             self._modules[name] = value
         elif params is not None and name in self._modules:
             if value is not None:
