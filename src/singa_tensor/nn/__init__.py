@@ -8,7 +8,7 @@ Example:
     (3, 2)
 """
 
-from . import functional, init, parallel, utils
+from . import functional, hooks, init, modules, parallel, utils
 from .containers import ModuleDict, ModuleList, Sequential
 from .conv_layers import (
     AdaptiveAvgPool2d,
@@ -65,7 +65,9 @@ __all__ = [
     "NLLLoss",
     "SmoothL1Loss",
     "functional",
+    "hooks",
     "init",
+    "modules",
     "parallel",
     "utils",
     "AdaptiveAvgPool2d",
