@@ -230,6 +230,26 @@ class Tensor(_Methods):
         """True when the tensor lives on a CUDA device."""
         return self._device.type == "cuda"
 
+    @property
+    def is_cpu(self) -> bool:
+        """True when the tensor lives in host memory."""
+        return self._device.type == "cpu"
+
+    @property
+    def is_xpu(self) -> bool:
+        """Always False: there is no XPU backend (the attribute is there for PyTorch scripts)."""
+        return False
+
+    @property
+    def is_mps(self) -> bool:
+        """Always False: there is no MPS backend (the attribute is there for PyTorch scripts)."""
+        return False
+
+    @property
+    def is_meta(self) -> bool:
+        """Always False: every tensor has storage (there are no meta tensors)."""
+        return False
+
     def is_floating_point(self) -> bool:
         """True for float16, bfloat16, float32 and float64 tensors."""
         return self.dtype.is_floating_point
