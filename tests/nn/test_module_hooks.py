@@ -13,6 +13,8 @@ from singa_tensor.nn.hooks import RemovableHandle
 from singa_tensor.nn.modules.module import (
     register_module_forward_hook,
     register_module_forward_pre_hook,
+    register_module_full_backward_hook,
+    register_module_full_backward_pre_hook,
 )
 
 from ..helpers import to_numpy
@@ -229,6 +231,33 @@ def test_backward_hooks_removed_and_skipped_under_no_grad():
     x = st.ones(1, requires_grad=True)
     m(x).sum().backward()
     assert calls == [] and x.grad.tolist() == [2.0]
+
+
+def test_global_backward_hooks_run_before_local_ones():
+    m = Scale(2.0)
+    order = []
+    m.register_full_backward_pre_hook(lambda mod, go: order.append("local pre"))
+    m.register_full_backward_hook(lambda mod, gi, go: order.append(("local", gi[0].tolist())))
+    x = st.ones(1, requires_grad=True)
+    with register_module_full_backward_pre_hook(lambda mod, go: order.append("global pre")), \
+            register_module_full_backward_hook(lambda mod, gi, go: (gi[0] * 5,)):
+        m(x).sum().backward()
+    assert order == ["global pre", "local pre", ("local", [10.0])]
+    assert x.grad.tolist() == [10.0]
+    order.clear()
+    x.grad = None
+    m(x).sum().backward()
+    assert x.grad.tolist() == [2.0]
+
+
+def test_hooks_registered_after_forward_do_not_fire_for_it():
+    m = Scale()
+    calls = []
+    x = st.ones(1, requires_grad=True)
+    y = m(x)
+    m.register_full_backward_hook(lambda *a: calls.append(1))
+    y.sum().backward()
+    assert calls == []
 
 
 # ---- module helpers ---------------------------------------------------------------------------

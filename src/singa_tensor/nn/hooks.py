@@ -22,6 +22,8 @@ __all__ = [
     "RemovableHandle",
     "register_module_forward_hook",
     "register_module_forward_pre_hook",
+    "register_module_full_backward_hook",
+    "register_module_full_backward_pre_hook",
 ]
 
 _ids = itertools.count()
@@ -70,6 +72,8 @@ class RemovableHandle:
 _global_forward_pre_hooks: OrderedDict = OrderedDict()
 _global_forward_hooks: OrderedDict = OrderedDict()
 _global_forward_hooks_always_called: OrderedDict = OrderedDict()
+_global_backward_pre_hooks: OrderedDict = OrderedDict()
+_global_backward_hooks: OrderedDict = OrderedDict()
 
 _HOOK_STORES = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
                 "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
@@ -120,6 +124,44 @@ def register_module_forward_hook(hook: Callable, *, always_call: bool = False
     return handle
 
 
+def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
+    """Call hook(module, grad_output) in the backward of every module (before its own
+    backward pre-hooks); a non-None result replaces grad_output.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor import nn
+        >>> seen = []
+        >>> h = register_module_full_backward_pre_hook(lambda m, go: seen.append(go[0].shape))
+        >>> nn.Identity()(st.ones(2, requires_grad=True)).sum().backward(); h.remove()
+        >>> seen
+        [(2,)]
+    """
+    _check_callable("register_module_full_backward_pre_hook", hook)
+    handle = RemovableHandle(_global_backward_pre_hooks)
+    _global_backward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
+    """Call hook(module, grad_input, grad_output) in the backward of every module (before its
+    own backward hooks); a non-None result replaces grad_input.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor import nn
+        >>> h = register_module_full_backward_hook(lambda m, gi, go: (gi[0] * 0,))
+        >>> x = st.ones(2, requires_grad=True)
+        >>> nn.Identity()(x).sum().backward(); h.remove()
+        >>> x.grad.tolist()
+        [0.0, 0.0]
+    """
+    _check_callable("register_module_full_backward_hook", hook)
+    handle = RemovableHandle(_global_backward_hooks)
+    _global_backward_hooks[handle.id] = hook
+    return handle
+
+
 def init_hooks(module) -> None:
     """Give a new module its (empty) hook tables."""
     for name in _HOOK_STORES:
@@ -128,7 +170,8 @@ def init_hooks(module) -> None:
 
 def has_hooks(module) -> bool:
     """Whether calling module must go through `call_with_hooks`."""
-    if _global_forward_hooks or _global_forward_pre_hooks:
+    if (_global_forward_hooks or _global_forward_pre_hooks or _global_backward_hooks
+            or _global_backward_pre_hooks):
         return True
     d = module.__dict__
     return bool(d.get("_forward_pre_hooks") or d.get("_forward_hooks")
@@ -258,13 +301,17 @@ def _run_pre_hooks(module, hooks, with_kwargs: set, args: tuple, kwargs: dict):
 
 def call_with_hooks(module, args: tuple, kwargs: dict) -> Any:
     """Run module.forward(*args, **kwargs) surrounded by its hooks and the global ones."""
-    d = module.__dict__
+    d = {name: module.__dict__.get(name) or {} for name in _HOOK_STORES}
     pre = list(_global_forward_pre_hooks.items()) + list(d["_forward_pre_hooks"].items())
     args, kwargs = _run_pre_hooks(module, pre, set(d["_forward_pre_hooks_with_kwargs"]),
                                   args, kwargs)
     backward = None
-    if (d["_backward_hooks"] or d["_backward_pre_hooks"]) and _ag.is_grad_enabled():
-        backward = _BackwardHooks(module)
+    if (d["_backward_hooks"] or d["_backward_pre_hooks"] or _global_backward_hooks
+            or _global_backward_pre_hooks) and _ag.is_grad_enabled():
+        backward = _BackwardHooks(module, list(_global_backward_pre_hooks.values())
+                                  + list(d["_backward_pre_hooks"].values()),
+                                  list(_global_backward_hooks.values())
+                                  + list(d["_backward_hooks"].values()))
         args = backward.wrap_inputs(args)
     hooks = list(_global_forward_hooks.items()) + list(d["_forward_hooks"].items())
     always = set(_global_forward_hooks_always_called) | set(d["_forward_hooks_always_called"])
@@ -295,8 +342,10 @@ def call_with_hooks(module, args: tuple, kwargs: dict) -> Any:
 class _BackwardHooks:
     """One call's link between the module's backward hooks and the autograd graph."""
 
-    def __init__(self, module) -> None:
+    def __init__(self, module, pre_hooks: list, hooks: list) -> None:
+        # the hooks registered when the module was called (as PyTorch takes them)
         self.module = module
+        self.pre_hooks, self.hooks = pre_hooks, hooks
         self.n_inputs = 0
         self.input_positions: list[int] = []
         self.grad_output: tuple | None = None
@@ -345,13 +394,13 @@ class _BackwardHooks:
     def on_grad_output(self, grads: tuple) -> tuple:
         mod = self.module
         grad_output = self._pack(self.output_positions, grads, self.n_outputs)
-        for hook in list(mod._backward_pre_hooks.values()):
+        for hook in self.pre_hooks:
             res = hook(mod, grad_output)
             if res is not None:
                 grad_output = self._check("output", res, self.n_outputs)
         self.grad_output = grad_output
         if not self.input_positions:  # no input needs a gradient: the hooks see only Nones
-            for hook in list(mod._backward_hooks.values()):
+            for hook in self.hooks:
                 if hook(mod, (None,) * self.n_inputs, grad_output) is not None:
                     raise RuntimeError("backward hook returned a grad_input although no input "
                                        "of the module requires grad")
@@ -360,7 +409,7 @@ class _BackwardHooks:
     def on_grad_input(self, grads: tuple) -> tuple:
         mod = self.module
         grad_input = self._pack(self.input_positions, grads, self.n_inputs)
-        for hook in list(mod._backward_hooks.values()):
+        for hook in self.hooks:
             res = hook(mod, grad_input, self.grad_output)
             if res is not None:
                 grad_input = self._check("input", res, self.n_inputs)

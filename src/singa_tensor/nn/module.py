@@ -318,7 +318,15 @@ class Module(_hooks.ModuleHooks):
     # ---- iteration -------------------------------------------------------------------------
     def named_modules(self, memo: set | None = None, prefix: str = "",
                       remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
-        """(dotted name, module) for self and every descendant, each module once."""
+        """(dotted name, module) for self and every descendant: each module once unless
+        remove_duplicate=False; modules whose id is in memo are skipped; names start with
+        prefix.
+
+        Example:
+            >>> from singa_tensor import nn
+            >>> [n for n, _ in nn.Sequential(nn.Linear(2, 2)).named_modules(prefix="net")]
+            ['net', 'net.0']
+        """
         if memo is None:
             memo = set()
         if remove_duplicate:
@@ -394,12 +402,31 @@ class Module(_hooks.ModuleHooks):
         return self.train(False)
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Set requires_grad on every parameter (e.g. False to freeze a layer); returns self.
+
+        Example:
+            >>> from singa_tensor import nn
+            >>> [p.requires_grad for p in nn.Linear(2, 2).requires_grad_(False).parameters()]
+            [False, False]
+        """
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clear the gradients of all parameters (drop them, or zero them in place)."""
+        """Clear the gradients of all parameters: drop them (set_to_none, the default) or
+        zero them in place.
+
+        Example:
+            >>> import singa_tensor as st
+            >>> from singa_tensor import nn
+            >>> m = nn.Linear(2, 1)
+            >>> m(st.ones(1, 2)).sum().backward()
+            >>> m.zero_grad(set_to_none=False); m.bias.grad.tolist()
+            [0.0]
+            >>> m.zero_grad(); m.bias.grad is None
+            True
+        """
         for p in self.parameters():
             if p.grad is None:
                 continue
@@ -618,7 +645,14 @@ class Module(_hooks.ModuleHooks):
 
     # ---- printing --------------------------------------------------------------------------
     def extra_repr(self) -> str:
-        """The layer's settings shown inside its repr, e.g. `in_features=2, out_features=3`."""
+        """The layer's settings shown inside its repr, e.g. `in_features=2, out_features=3`;
+        subclasses override it.
+
+        Example:
+            >>> from singa_tensor import nn
+            >>> nn.Linear(2, 3).extra_repr()
+            'in_features=2, out_features=3, bias=True'
+        """
         return ""
 
     def _get_name(self) -> str:

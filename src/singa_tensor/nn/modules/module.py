@@ -6,8 +6,15 @@ Example:
     True
 """
 
-from ..hooks import RemovableHandle, register_module_forward_hook, register_module_forward_pre_hook
+from ..hooks import (
+    RemovableHandle,
+    register_module_forward_hook,
+    register_module_forward_pre_hook,
+    register_module_full_backward_hook,
+    register_module_full_backward_pre_hook,
+)
 from ..module import Module, Parameter
 
 __all__ = ["Module", "Parameter", "RemovableHandle", "register_module_forward_hook",
-           "register_module_forward_pre_hook"]
+           "register_module_forward_pre_hook", "register_module_full_backward_hook",
+           "register_module_full_backward_pre_hook"]
