@@ -83,7 +83,15 @@ def _export_ops():
 _export_ops()
 del _export_ops
 
-from . import datasets, graph, nn, onnx, optim, utils  # noqa: E402  (they build on all above)
+# (they build on all above)
+from . import accelerator, backends, datasets, graph, nn, onnx, optim, utils  # noqa: E402
+from .backends import (  # noqa: E402
+    are_deterministic_algorithms_enabled,
+    get_float32_matmul_precision,
+    is_deterministic_algorithms_warn_only_enabled,
+    set_float32_matmul_precision,
+    use_deterministic_algorithms,
+)
 from .graph import compile  # noqa: E402,A001  (SINGA's and PyTorch's name)
 from .serialization import load, save  # noqa: E402
 
@@ -96,5 +104,8 @@ __all__ = [
     "initial_seed", "seed", "random", "randperm", "normal", "uniform", "scalar_tensor",
     "rand_like", "randn_like", "half", "double", "long", "is_tensor", "cuda", "nn", "optim",
     "utils", "save", "load", "datasets", "from_dlpack", "set_default_device",
-    "get_default_device", "onnx", "graph", "compile",
+    "get_default_device", "onnx", "graph", "compile", "accelerator", "backends",
+    "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
+    "is_deterministic_algorithms_warn_only_enabled", "set_float32_matmul_precision",
+    "get_float32_matmul_precision",
 ]

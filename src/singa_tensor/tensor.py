@@ -230,6 +230,26 @@ class Tensor(_Methods):
         """True when the tensor lives on a CUDA device."""
         return self._device.type == "cuda"
 
+    @property
+    def is_cpu(self) -> bool:
+        """True when the tensor lives in host memory."""
+        return self._device.type == "cpu"
+
+    @property
+    def is_xpu(self) -> bool:
+        """Always False: there is no XPU backend (the attribute is there for PyTorch scripts)."""
+        return False
+
+    @property
+    def is_mps(self) -> bool:
+        """Always False: there is no MPS backend (the attribute is there for PyTorch scripts)."""
+        return False
+
+    @property
+    def is_meta(self) -> bool:
+        """Always False: every tensor has storage (there are no meta tensors)."""
+        return False
+
     def is_floating_point(self) -> bool:
         """True for float16, bfloat16, float32 and float64 tensors."""
         return self.dtype.is_floating_point
@@ -361,13 +381,22 @@ class Tensor(_Methods):
         extras = []
         if self._device.type != "cpu":
             extras.append(f"device='{self._device}'")
-        if self.dtype not in (_dt.float32, _dt.int64, _dt.bool_):
+        if self.numel() == 0:
+            # no element to read the shape or the dtype from: print both unless implied
+            if len(self._shape) != 1:
+                extras.append(f"size={tuple(self._shape)}")
+            if self.dtype is not _dt.float32:
+                extras.append(f"dtype={self.dtype!r}")
+        elif self.dtype not in (_dt.float32, _dt.int64, _dt.bool_):
             extras.append(f"dtype={self.dtype!r}")
         if self._node is not None:
             extras.append(f"grad_fn={self._node!r}")
         elif self.requires_grad:
             extras.append("requires_grad=True")
-        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+        text = "tensor(" + body + "".join(", " + e for e in extras) + ")"
+        if getattr(self, "_is_param", False) is True:
+            return "Parameter containing:\n" + text
+        return text
 
     def __hash__(self) -> int:
         return id(self)

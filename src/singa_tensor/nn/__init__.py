@@ -8,7 +8,7 @@ Example:
     (3, 2)
 """
 
-from . import functional, init, parallel, utils
+from . import functional, hooks, init, modules, parallel, utils
 from .activation import *  # noqa: F401,F403  (more activations and dropouts)
 from .activation import __all__ as _activation_names
 from .containers import ModuleDict, ModuleList, Sequential
@@ -73,7 +73,9 @@ __all__ = [
     "NLLLoss",
     "SmoothL1Loss",
     "functional",
+    "hooks",
     "init",
+    "modules",
     "parallel",
     "utils",
     "AdaptiveAvgPool2d",

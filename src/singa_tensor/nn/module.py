@@ -13,6 +13,7 @@ from .. import autograd as _ag
 from .. import backend as _backend
 from .. import dtype as _dt
 from ..tensor import Tensor
+from . import hooks as _hooks
 
 # ---- Parameter ---------------------------------------------------------------------------------
 
@@ -89,7 +90,7 @@ def _add_indent(text: str, spaces: int) -> str:
     return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
 
 
-class Module:
+class Module(_hooks.ModuleHooks):
     """Base class of all layers and models: subclass it, assign layers and parameters in
     `__init__`, and compute the output in `forward`.
 
@@ -117,6 +118,7 @@ class Module:
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "_modules", OrderedDict())
+        _hooks.init_hooks(self)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(
@@ -124,6 +126,8 @@ class Module:
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _hooks.has_hooks(self):
+            return _hooks.call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)
 
     # ---- registration ----------------------------------------------------------------------
@@ -177,18 +181,21 @@ class Module:
 
     register_module = add_module
 
-    def _forget(self, name: str) -> None:
+    def _forget(self, name: str, keep: str = "") -> None:
+        """Drop name from every store except keep, whose entry is about to be replaced in
+        place (so that a reassigned child or parameter keeps its position, as in PyTorch)."""
         self.__dict__.pop(name, None)
-        self._parameters.pop(name, None)
-        self._buffers.pop(name, None)
-        self._non_persistent_buffers.discard(name)
-        self._modules.pop(name, None)
+        for store in ("_parameters", "_buffers", "_modules"):
+            if store != keep:
+                getattr(self, store).pop(name, None)
+        if keep != "_buffers":
+            self._non_persistent_buffers.discard(name)
 
     def __setattr__(self, name: str, value) -> None:
         params = self.__dict__.get("_parameters")
         if isinstance(value, Parameter):
             self._require_init("parameters")
-            self._forget(name)
+            self._forget(name, keep="_parameters")
             self._parameters[name] = value
         elif params is not None and name in params:
             if value is not None:
@@ -199,7 +206,7 @@ class Module:
             params[name] = None
         elif isinstance(value, Module):
             self._require_init("modules")
-            self._forget(name)
+            self._forget(name, keep="_modules")
             self._modules[name] = value
         elif params is not None and name in self._modules:
             if value is not None:
@@ -247,29 +254,79 @@ class Module:
             >>> nn.Sequential(nn.Linear(2, 2), nn.ReLU()).get_submodule("1")
             ReLU()
         """
+        if not isinstance(target, str):
+            raise TypeError(f"get_submodule(): target must be a str, got {type(target).__name__}")
         mod = self
         if not target:
             return mod
         for part in target.split("."):
-            sub = mod._modules.get(part) if isinstance(mod, Module) else None
+            if part not in mod._modules:
+                if hasattr(mod, part):
+                    raise AttributeError(f"get_submodule(): `{part}` is not an nn.Module "
+                                         f"(looking up '{target}')")
+                raise AttributeError(f"get_submodule(): {mod._get_name()} has no attribute "
+                                     f"`{part}` (looking up '{target}')")
+            sub = mod._modules[part]
             if sub is None:
-                raise AttributeError(f"{type(mod).__name__} has no submodule '{part}' "
+                raise AttributeError(f"get_submodule(): `{part}` is None, not an nn.Module "
                                      f"(looking up '{target}')")
             mod = sub
         return mod
 
     def get_parameter(self, target: str) -> Tensor:
+        """The parameter at a dotted path such as "0.weight".
+
+        Example:
+            >>> from singa_tensor import nn
+            >>> nn.Sequential(nn.Linear(2, 3)).get_parameter("0.bias").shape
+            (3,)
+        """
         mod_path, _, name = target.rpartition(".")
         mod = self.get_submodule(mod_path)
-        if name not in mod._parameters or mod._parameters[name] is None:
-            raise AttributeError(f"{type(mod).__name__} has no parameter '{name}' "
+        if name not in mod._parameters:
+            if hasattr(mod, name):
+                raise AttributeError(f"get_parameter(): `{name}` is not an nn.Parameter "
+                                     f"(looking up '{target}')")
+            raise AttributeError(f"get_parameter(): {mod._get_name()} has no attribute "
+                                 f"`{name}` (looking up '{target}')")
+        if mod._parameters[name] is None:
+            raise AttributeError(f"get_parameter(): `{name}` is None, not an nn.Parameter "
                                  f"(looking up '{target}')")
         return mod._parameters[name]
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at a dotted path such as "0.running_mean".
+
+        Example:
+            >>> from singa_tensor import nn
+            >>> nn.Sequential(nn.BatchNorm1d(3)).get_buffer("0.running_var").tolist()
+            [1.0, 1.0, 1.0]
+        """
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._buffers:
+            if hasattr(mod, name):
+                raise AttributeError(f"get_buffer(): `{name}` is not a buffer "
+                                     f"(looking up '{target}')")
+            raise AttributeError(f"get_buffer(): {mod._get_name()} has no attribute `{name}` "
+                                 f"(looking up '{target}')")
+        if mod._buffers[name] is None:
+            raise AttributeError(f"get_buffer(): `{name}` is None, not a buffer "
+                                 f"(looking up '{target}')")
+        return mod._buffers[name]
 
     # ---- iteration -------------------------------------------------------------------------
     def named_modules(self, memo: set | None = None, prefix: str = "",
                       remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
-        """(dotted name, module) for self and every descendant, each module once."""
+        """(dotted name, module) for self and every descendant: each module once unless
+        remove_duplicate=False; modules whose id is in memo are skipped; names start with
+        prefix.
+
+        Example:
+            >>> from singa_tensor import nn
+            >>> [n for n, _ in nn.Sequential(nn.Linear(2, 2)).named_modules(prefix="net")]
+            ['net', 'net.0']
+        """
         if memo is None:
             memo = set()
         if remove_duplicate:
@@ -345,12 +402,31 @@ class Module:
         return self.train(False)
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Set requires_grad on every parameter (e.g. False to freeze a layer); returns self.
+
+        Example:
+            >>> from singa_tensor import nn
+            >>> [p.requires_grad for p in nn.Linear(2, 2).requires_grad_(False).parameters()]
+            [False, False]
+        """
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clear the gradients of all parameters (drop them, or zero them in place)."""
+        """Clear the gradients of all parameters: drop them (set_to_none, the default) or
+        zero them in place.
+
+        Example:
+            >>> import singa_tensor as st
+            >>> from singa_tensor import nn
+            >>> m = nn.Linear(2, 1)
+            >>> m(st.ones(1, 2)).sum().backward()
+            >>> m.zero_grad(set_to_none=False); m.bias.grad.tolist()
+            [0.0]
+            >>> m.zero_grad(); m.bias.grad is None
+            True
+        """
         for p in self.parameters():
             if p.grad is None:
                 continue
@@ -434,6 +510,21 @@ class Module:
 
     def bfloat16(self) -> Module:
         return self._cast_floats(_dt.bfloat16)
+
+    def type(self, dst_type) -> Module:
+        """Cast every parameter and buffer (integer ones included) to dst_type.
+
+        Example:
+            >>> import singa_tensor as st
+            >>> from singa_tensor import nn
+            >>> nn.Linear(2, 2).type(st.float64).weight.dtype
+            singa_tensor.float64
+        """
+        if isinstance(dst_type, str) and dst_type in _dt._NAMES:
+            dst_type = _dt._NAMES[dst_type]
+        if not isinstance(dst_type, _dt.DType):
+            raise TypeError(f"Module.type(): dst_type must be a dtype, got {dst_type!r}")
+        return self._apply(lambda t: t.to(dst_type))
 
     def cpu(self) -> Module:
         return self.to(device="cpu")
@@ -554,7 +645,14 @@ class Module:
 
     # ---- printing --------------------------------------------------------------------------
     def extra_repr(self) -> str:
-        """The layer's settings shown inside its repr, e.g. `in_features=2, out_features=3`."""
+        """The layer's settings shown inside its repr, e.g. `in_features=2, out_features=3`;
+        subclasses override it.
+
+        Example:
+            >>> from singa_tensor import nn
+            >>> nn.Linear(2, 3).extra_repr()
+            'in_features=2, out_features=3, bias=True'
+        """
         return ""
 
     def _get_name(self) -> str:

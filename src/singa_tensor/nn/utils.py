@@ -1,4 +1,6 @@
-"""Gradient clipping over a set of parameters."""
+"""`nn.utils`: gradient clipping over a set of parameters (here), parameters as one vector and
+the hook-based weight_norm / spectral_norm (`utils_params.py`), and the submodules `rnn`,
+`parametrize` and `parametrizations`."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from ..autograd import no_grad
 from ..ops import clamp, norm, stack
 from ..tensor import Tensor
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "rnn"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "parametrize",
+           "parametrizations", "remove_spectral_norm", "remove_weight_norm", "rnn",
+           "spectral_norm", "vector_to_parameters", "weight_norm"]
 
 
 def _grads(parameters: Tensor | Iterable[Tensor], op: str) -> list[Tensor]:
@@ -91,3 +95,17 @@ def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float) -
 from . import utils_rnn as rnn  # noqa: E402
 
 sys.modules[__name__ + ".rnn"] = rnn
+
+# nn.utils.parametrize and nn.utils.parametrizations, under PyTorch's paths as well
+from . import parametrizations, parametrize  # noqa: E402
+from .utils_params import (  # noqa: E402
+    parameters_to_vector,
+    remove_spectral_norm,
+    remove_weight_norm,
+    spectral_norm,
+    vector_to_parameters,
+    weight_norm,
+)
+
+sys.modules[__name__ + ".parametrize"] = parametrize
+sys.modules[__name__ + ".parametrizations"] = parametrizations

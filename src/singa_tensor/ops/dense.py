@@ -39,6 +39,11 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """
     _tensor("linear", input)
     _tensor("linear", weight, "weight")
+    if input.dtype is not weight.dtype and not (input.dtype.is_floating_point
+                                                and weight.dtype.is_floating_point):
+        # matmul would promote an integer input to the weight's type; PyTorch refuses it
+        raise RuntimeError(f"linear: mat1 and mat2 must have the same dtype, but got "
+                           f"{input.dtype.name} (input) and {weight.dtype.name} (weight)")
     if weight.ndim != 2:
         raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got shape "
                          f"{tuple(weight.shape)}")

@@ -516,7 +516,7 @@ class _WorkerError:
 
 
 def _worker_loop(dataset, index_q, result_q, worker_id: int, num_workers: int, seed: int,
-                 init_fn, batched: bool) -> None:
+                 init_fn, batched: bool, iterable: tuple | None = None) -> None:
     global _worker_info
     _worker_info = WorkerInfo(worker_id, num_workers, seed, dataset)
     st.set_num_threads(1)  # the parallelism is the workers; more threads would oversubscribe
@@ -529,6 +529,7 @@ def _worker_loop(dataset, index_q, result_q, worker_id: int, num_workers: int, s
             init_fn(worker_id)
         except Exception as e:  # noqa: BLE001 - reported to the parent with its traceback
             init_error = _WorkerError(e, f"DataLoader worker {worker_id} (worker_init_fn)")
+    fetcher = None  # an iterable dataset's iterator starts after worker_init_fn
     while True:
         try:
             job = index_q.get(timeout=5.0)
@@ -542,8 +543,15 @@ def _worker_loop(dataset, index_q, result_q, worker_id: int, num_workers: int, s
         try:
             if init_error is not None:
                 raise RuntimeError(init_error.message)
-            data = [dataset[i] for i in indices] if batched else dataset[indices]
+            if iterable is not None:
+                if fetcher is None:
+                    fetcher = IterableFetcher(dataset, *iterable)
+                data = fetcher.fetch()
+            else:
+                data = [dataset[i] for i in indices] if batched else dataset[indices]
             msg = (n, bytes(ForkingPickler.dumps(data)), None)
+        except StopIteration:
+            msg = (n, None, WorkerExhausted())
         except Exception as e:  # noqa: BLE001 - reported to the parent with its traceback
             msg = (n, None, _WorkerError(e, f"DataLoader worker {worker_id} on batch {n}"))
         result_q.put(msg)
@@ -572,6 +580,10 @@ class _MultiProcessIter:
         self._collate = loader.collate_fn
         self._timeout = loader.timeout
         n = loader.num_workers
+        iterable = ((loader.batch_size, loader.drop_last) if loader._iterable else None)
+        self._active = [True] * n  # workers whose iterable dataset has not run out
+        self._job_worker: dict = {}
+        self._next_worker = 0
         ctx = mp.get_context(loader.multiprocessing_context or "spawn")
         self._result_q = ctx.Queue()
         self._index_queues, self._workers = [], []
@@ -582,7 +594,7 @@ class _MultiProcessIter:
             w = ctx.Process(target=_worker_loop, daemon=True,
                             args=(loader.dataset, iq, self._result_q, wid, n,
                                   (base_seed + wid) % (1 << 63), loader.worker_init_fn,
-                                  loader.batch_size is not None))
+                                  loader.batch_size is not None, iterable))
             try:
                 w.start()
             except Exception as e:
@@ -602,6 +614,19 @@ class _MultiProcessIter:
                 break
 
     def _put(self) -> bool:
+        if self._batches is None:  # an iterable dataset: ask the next worker still running
+            n = len(self._workers)
+            for k in range(n):
+                wid = (self._next_worker + k) % n
+                if self._active[wid]:
+                    break
+            else:
+                return False
+            self._next_worker = (wid + 1) % n
+            self._job_worker[self._sent] = wid
+            self._index_queues[wid].put((self._sent, None))
+            self._sent += 1
+            return True
         try:
             indices = next(self._batches)
         except StopIteration:
@@ -614,14 +639,20 @@ class _MultiProcessIter:
         return self
 
     def __next__(self):
-        if self._received == self._sent:
-            self._finalizer()
-            raise StopIteration
-        while self._received not in self._buffer:
-            n, data, err = self._get()
-            self._buffer[n] = (data, err)
-        data, err = self._buffer.pop(self._received)
-        self._received += 1
+        while True:
+            if self._received == self._sent:
+                self._finalizer()
+                raise StopIteration
+            while self._received not in self._buffer:
+                n, data, err = self._get()
+                self._buffer[n] = (data, err)
+            data, err = self._buffer.pop(self._received)
+            wid = self._job_worker.pop(self._received, None)
+            self._received += 1
+            if not isinstance(err, WorkerExhausted):
+                break
+            self._active[wid] = False
+            self._put()
         if err is not None:
             self._finalizer()
             err.reraise()
@@ -671,9 +702,17 @@ class DataLoader:
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Callable | None = None,
                  multiprocessing_context: str | None = None, generator=None,
-                 prefetch_factor: int | None = None):
+                 prefetch_factor: int | None = None, persistent_workers: bool = False,
+                 pin_memory_device: str = ""):
         op = "DataLoader"
-        if not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
+        iterable = isinstance(dataset, IterableDataset)
+        if iterable:
+            for name, value in (("shuffle", shuffle), ("sampler", sampler),
+                                ("batch_sampler", batch_sampler)):
+                if value not in (None, False):
+                    raise ValueError(f"{op}: with an IterableDataset, expected unspecified "
+                                     f"{name} option, but got {name}={value!r}")
+        elif not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
             raise TypeError(f"{op}: dataset must define __getitem__ and __len__, got "
                             f"{type(dataset).__name__}")
         if batch_size is not None:
@@ -691,6 +730,8 @@ class DataLoader:
                              f"{prefetch_factor!r}")
         if collate_fn is not None and not callable(collate_fn):
             raise TypeError(f"{op}: collate_fn must be callable, got {type(collate_fn).__name__}")
+        if persistent_workers and num_workers == 0:
+            raise ValueError(f"{op}: persistent_workers option needs num_workers > 0")
         _check_generator(op, generator)
         if sampler is not None and shuffle:
             raise ValueError(f"{op}: sampler option is mutually exclusive with shuffle")
@@ -702,10 +743,10 @@ class DataLoader:
         elif batch_size is None and drop_last:
             raise ValueError(f"{op}: batch_size=None option disables auto-batching and is "
                              f"mutually exclusive with drop_last")
-        if sampler is None:
+        if sampler is None and not iterable:
             sampler = (RandomSampler(dataset, generator=generator) if shuffle
                        else SequentialSampler(dataset))
-        if batch_size is not None and batch_sampler is None:
+        if batch_size is not None and batch_sampler is None and not iterable:
             batch_sampler = BatchSampler(sampler, batch_size, bool(drop_last))
         self.dataset = dataset
         self.batch_size = batch_size
@@ -714,18 +755,24 @@ class DataLoader:
         self.batch_sampler = batch_sampler
         self.num_workers = num_workers
         self.pin_memory = pin_memory  # accepted for PyTorch scripts; CPU tensors need nothing
+        self.pin_memory_device = pin_memory_device
+        # accepted; the workers are started afresh each epoch whatever it says
+        self.persistent_workers = bool(persistent_workers)
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
         self.multiprocessing_context = multiprocessing_context
         self.generator = generator
         self.prefetch_factor = 2 if prefetch_factor is None else prefetch_factor
-        self._auto_collation = batch_sampler is not None
+        self._iterable = iterable
+        self._auto_collation = batch_sampler is not None or (iterable and batch_size is not None)
         if collate_fn is None:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
         self._epochs = 0
 
-    def _index_source(self) -> Iterator:
+    def _index_source(self) -> Iterator | None:
+        if self._iterable:
+            return None
         return iter(self.batch_sampler if self._auto_collation else self.sampler)
 
     def _worker_base_seed(self) -> int:
@@ -742,6 +789,14 @@ class DataLoader:
 
     def _single_process(self):
         ds, collate = self.dataset, self.collate_fn
+        if self._iterable:
+            fetcher = IterableFetcher(ds, self.batch_size, self.drop_last)
+            while True:
+                try:
+                    data = fetcher.fetch()
+                except StopIteration:
+                    return
+                yield collate(data)
         fast = isinstance(ds, TensorDataset) and collate is default_collate
         for idx in self._index_source():
             if not self._auto_collation:
@@ -752,11 +807,26 @@ class DataLoader:
                 yield collate([ds[i] for i in idx])
 
     def __len__(self) -> int:
+        if self._iterable:  # the dataset's own length, when it has one, in batches
+            n = len(self.dataset)
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         return len(self.batch_sampler if self._auto_collation else self.sampler)
 
 
+# the iterable datasets build on Dataset above; DataLoader reads them at call time
+from .data_iterable import (  # noqa: E402
+    ChainDataset,
+    IterableDataset,
+    IterableFetcher,
+    WeightedRandomSampler,
+    WorkerExhausted,
+)
+
 __all__ = [
-    "BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler",
+    "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "IterableDataset",
+    "WeightedRandomSampler", "Dataset", "DistributedSampler",
     "RandomSampler", "Sampler",
     "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset", "WorkerInfo",
     "default_collate", "default_convert", "get_worker_info", "random_split",
