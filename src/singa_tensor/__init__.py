@@ -25,6 +25,7 @@ from .creation import (
     full,
     full_like,
     get_default_device,
+    get_default_dtype,
     linspace,
     normal,
     ones,
@@ -37,6 +38,7 @@ from .creation import (
     randperm,
     scalar_tensor,
     set_default_device,
+    set_default_dtype,
     tensor,
     uniform,
     zeros,
@@ -44,10 +46,19 @@ from .creation import (
 )
 from .dtype import DType, bfloat16, float16, float32, float64, int32, int64
 from .dtype import bool_ as bool  # noqa: A001  (PyTorch's name for the dtype)
+from .finfo import finfo, iinfo
 from .ops import *  # noqa: F401,F403
 from .ops import REGISTRY as op_registry
 from .random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .tensor import Tensor
+from .tensor_api import (
+    asarray,
+    empty_strided,
+    inference_mode,
+    is_floating_point,
+    is_inference_mode_enabled,
+    numel,
+)
 
 half = float16
 double = float64
@@ -97,4 +108,6 @@ __all__ = [
     "rand_like", "randn_like", "half", "double", "long", "is_tensor", "cuda", "nn", "optim",
     "utils", "save", "load", "datasets", "from_dlpack", "set_default_device",
     "get_default_device", "onnx", "graph", "compile",
+    "finfo", "iinfo", "get_default_dtype", "set_default_dtype", "inference_mode",
+    "is_inference_mode_enabled", "numel", "is_floating_point", "empty_strided", "asarray",
 ]

@@ -369,6 +369,21 @@ class Tensor(_Methods):
             extras.append("requires_grad=True")
         return "tensor(" + body + "".join(", " + e for e in extras) + ")"
 
+    def __format__(self, spec: str) -> str:
+        """A 0-d tensor formats as its number (`f"{loss:.4f}"`); others take no spec.
+
+        Example:
+            >>> import singa_tensor as st
+            >>> f"{st.tensor(0.123456):.3f}"
+            '0.123'
+        """
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        if spec:
+            raise TypeError(f"Tensor.__format__: format spec {spec!r} needs a 0-d tensor, got "
+                            f"shape {self._shape}")
+        return str(self)
+
     def __hash__(self) -> int:
         return id(self)
 
