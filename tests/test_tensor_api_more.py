@@ -215,3 +215,59 @@ def test_asarray_shares_and_copies():
     with pytest.raises(ValueError, match="asarray: copy=False, but the data must be copied"):
         st.asarray(x, dtype=st.float64, copy=False)
     assert st.asarray(a, copy=False).tolist() == a.tolist()
+
+
+# ---- legacy typed constructors and Tensor.type ---------------------------------------------------
+
+LEGACY = [("FloatTensor", st.float32), ("DoubleTensor", st.float64), ("HalfTensor", st.float16),
+          ("BFloat16Tensor", st.bfloat16), ("IntTensor", st.int32), ("LongTensor", st.int64),
+          ("BoolTensor", st.bool)]
+
+
+@pytest.mark.parametrize("name, d", LEGACY)
+def test_legacy_constructors(name, d):
+    cls = getattr(st, name)
+    z = cls(2, 3)
+    assert z.shape == (2, 3) and z.dtype is d and not bool(z.any())
+    assert cls().shape == (0,)
+    data = cls([1, 0, 1])
+    assert data.dtype is d and data.tolist() == st.tensor([1, 0, 1], dtype=d).tolist()
+    assert cls((1, 0)).tolist() == st.tensor([1, 0], dtype=d).tolist()  # a tuple is data
+    assert isinstance(z, cls) and isinstance(z, st.Tensor)
+    assert z.type() == f"torch.{name}" and repr(cls) == f"<class 'torch.{name}'>"
+    others = [getattr(st, n) for n, _ in LEGACY if n != name]
+    assert not any(isinstance(z, o) for o in others)
+    assert not isinstance(z, st.cuda.__getattr__(name))
+    assert cls(z) is z
+
+
+def test_legacy_constructor_errors():
+    with pytest.raises(TypeError, match=r"FloatTensor: expected torch.FloatTensor, got "
+                                        r"torch.LongTensor"):
+        st.FloatTensor(st.arange(3))
+    with pytest.raises(TypeError, match="FloatTensor: a single number is not a size"):
+        st.FloatTensor(2.5)
+    with pytest.raises(TypeError, match="LongTensor: expected sizes"):
+        st.LongTensor(2, "a")
+    with pytest.raises(RuntimeError, match="FloatTensor: legacy constructor expects device type "
+                                           "cpu"):
+        st.FloatTensor(2, device="cuda")
+    assert not isinstance([1.0], st.FloatTensor)
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchTensor'"):
+        st.cuda.NoSuchTensor  # noqa: B018
+
+
+def test_tensor_type_conversions():
+    x = st.tensor([1.5, -2.0])
+    assert x.type() == "torch.FloatTensor"
+    assert x.type(st.int32).dtype is st.int32 and x.type(st.int32).tolist() == [1, -2]
+    assert x.type(st.float32) is x
+    assert x.type("torch.DoubleTensor").dtype is st.float64
+    assert x.type("singa_tensor.LongTensor").type() == "torch.LongTensor"
+    assert x.type(st.BoolTensor).tolist() == [True, True]
+    assert x.type("float64").dtype is st.float64
+    assert st.zeros(1, dtype=st.bfloat16).type() == "torch.BFloat16Tensor"
+    with pytest.raises(ValueError, match="Tensor.type: invalid type 'torch.FooTensor'"):
+        x.type("torch.FooTensor")
+    with pytest.raises(TypeError, match="Tensor.type: expected a dtype"):
+        x.type(3)
