@@ -99,6 +99,7 @@ from .graph import compile  # noqa: E402,A001  (SINGA's and PyTorch's name)
 from .serialization import load, save  # noqa: E402
 from .legacy import CPU_TYPES as _LEGACY_TYPES  # noqa: E402
 from .random_fills import bernoulli, multinomial, normal, poisson  # noqa: E402
+from .safetensors_io import load_safetensors, save_safetensors  # noqa: E402
 
 globals().update(_LEGACY_TYPES)
 
@@ -114,5 +115,6 @@ __all__ = [
     "get_default_device", "onnx", "graph", "compile",
     "finfo", "iinfo", "get_default_dtype", "set_default_dtype", "inference_mode",
     "is_inference_mode_enabled", "numel", "is_floating_point", "empty_strided", "asarray",
-    *_LEGACY_TYPES, "bernoulli", "multinomial", "poisson",
+    *_LEGACY_TYPES, "bernoulli", "multinomial", "poisson", "load_safetensors",
+    "save_safetensors",
 ]
