@@ -42,7 +42,13 @@ def main() -> None:
         ("view_t", base.t()),          # a transposed view of base's storage
         ("view_row", base[1]),         # a view at a storage offset
     ])
-    ckpt = {"model": state, "epoch": 3, "lr": 0.01, "name": "run-1", "best": None,
+    lin = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[1.0, 2.0, 3.0], [-1.0, -2.0, -3.0]]))
+        lin.bias.copy_(torch.tensor([0.5, -0.5]))
+    ckpt = {"model": state, "linear": lin.state_dict(),  # a module's, with its _metadata
+            "params": [torch.nn.Parameter(torch.ones(2))], "dtype": torch.float16,
+            "size": torch.Size([2, 3]), "epoch": 3, "lr": 0.01, "name": "run-1", "best": None,
             "betas": (0.9, 0.999), "history": [1.5, 1.25], "flags": {"amp": False}}
     torch.save(ckpt, DATA / "torch_checkpoint.pt")
     torch.save(ckpt, DATA / "torch_checkpoint_legacy.pt", _use_new_zipfile_serialization=False)
