@@ -271,3 +271,13 @@ def test_tensor_type_conversions():
         x.type("torch.FooTensor")
     with pytest.raises(TypeError, match="Tensor.type: expected a dtype"):
         x.type(3)
+
+
+def test_default_dtype_in_promotion_with_python_floats(float64_default):
+    assert (st.arange(3) * 1.5).dtype is st.float64
+    assert (st.tensor([True]) + 0.5).dtype is st.float64
+    assert (st.ones(2, dtype=st.float32) * 1.5).dtype is st.float32  # floats keep their type
+
+
+def test_python_floats_promote_to_float32_by_default():
+    assert (st.arange(3) * 1.5).dtype is st.float32

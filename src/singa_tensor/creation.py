@@ -13,7 +13,6 @@ from . import dtype as _dt
 from . import random as _random
 from .tensor import Tensor
 
-default_float = _dt.float32
 _default_device = _backend.CPU
 
 
@@ -43,12 +42,11 @@ def set_default_dtype(d) -> None:
         >>> st.set_default_dtype(st.float32); st.zeros(1).dtype
         singa_tensor.float32
     """
-    global default_float
     d = _dt.as_dtype(d)
     if d not in (_dt.float32, _dt.float64):
         raise TypeError(f"set_default_dtype: only float32 and float64 can be the default, "
                         f"got {d.name}")
-    default_float = d
+    _dt.set_default_float(d)
 
 
 def get_default_dtype():
@@ -59,7 +57,7 @@ def get_default_dtype():
         >>> st.get_default_dtype()
         singa_tensor.float32
     """
-    return default_float
+    return _dt.default_float()
 
 
 def get_default_device():
@@ -160,7 +158,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
                             f"regular shape, got {type(data).__name__}")
         infer = _infer_dtype(a)
         if infer is _dt.float64 and not isinstance(data, np.generic):
-            infer = default_float
+            infer = _dt.default_float()
     d = _dt.as_dtype(dtype) if dtype is not None else infer
     if not d.is_floating_point and a.dtype.kind == "f" and not np.all(np.isfinite(a)):
         raise ValueError(f"tensor: cannot convert non-finite values to {d.name}")
@@ -276,6 +274,10 @@ def _dtype_or(dtype, default):
     return _dt.as_dtype(dtype) if dtype is not None else default
 
 
+def _float_or(dtype):
+    return _dt.as_dtype(dtype) if dtype is not None else _dt.default_float()
+
+
 def empty(*shape, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor.
 
@@ -284,7 +286,7 @@ def empty(*shape, size=None, dtype=None, device=None, requires_grad: bool = Fals
         >>> st.empty(2, 3).shape
         (2, 3)
     """
-    t = _new(_shape_arg("empty", shape, size), _dtype_or(dtype, default_float), device)
+    t = _new(_shape_arg("empty", shape, size), _float_or(dtype), device)
     return _finish(t, requires_grad, "empty")
 
 
@@ -296,7 +298,7 @@ def zeros(*shape, size=None, dtype=None, device=None, requires_grad: bool = Fals
         >>> st.zeros(2).tolist()
         [0.0, 0.0]
     """
-    t = _fill(_new(_shape_arg("zeros", shape, size), _dtype_or(dtype, default_float), device), 0)
+    t = _fill(_new(_shape_arg("zeros", shape, size), _float_or(dtype), device), 0)
     return _finish(t, requires_grad, "zeros")
 
 
@@ -308,7 +310,7 @@ def ones(*shape, size=None, dtype=None, device=None, requires_grad: bool = False
         >>> st.ones(2, dtype=st.int32).tolist()
         [1, 1]
     """
-    t = _fill(_new(_shape_arg("ones", shape, size), _dtype_or(dtype, default_float), device), 1)
+    t = _fill(_new(_shape_arg("ones", shape, size), _float_or(dtype), device), 1)
     return _finish(t, requires_grad, "ones")
 
 
@@ -332,7 +334,7 @@ def full(size=None, fill_value=None, dtype=None, device=None, requires_grad: boo
     if not isinstance(fill_value, numbers.Number):
         raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
     d = _dtype_or(dtype, _dt.bool_ if isinstance(fill_value, bool) else
-                  (_dt.int64 if isinstance(fill_value, numbers.Integral) else default_float))
+                  (_dt.int64 if isinstance(fill_value, numbers.Integral) else _dt.default_float()))
     t = _fill(_new(_shape_arg("full", tuple(shape)), d, device), fill_value)
     return _finish(t, requires_grad, "full")
 
@@ -383,7 +385,7 @@ def arange(start, end=None, step=1, dtype=None, device=None,
                          f"(start={start}, end={end}, step={step})")
     n = max(0, math.ceil((end - start) / step))
     is_int = all(isinstance(v, numbers.Integral) for v in (start, end, step))
-    d = _dtype_or(dtype, _dt.int64 if is_int else default_float)
+    d = _dtype_or(dtype, _dt.int64 if is_int else _dt.default_float())
     t = _range_fill(n, float(start), float(step), d, device)
     return _finish(t, requires_grad, "arange")
 
@@ -410,7 +412,7 @@ def linspace(start, end, steps: int, dtype=None, device=None,
     """
     if not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
-    d = _dtype_or(dtype, default_float)
+    d = _float_or(dtype)
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
     work = _dt.float64
     t = _range_fill(steps, float(start), float(step), work, device)
@@ -463,7 +465,7 @@ def _gen(generator):
 
 
 def _random_fill(op: str, kind: str, shape, dtype, device, generator, a: float, b: float):
-    d = _dtype_or(dtype, default_float)
+    d = _float_or(dtype)
     if not d.is_floating_point:
         raise TypeError(f"{op}: dtype must be floating point, got {d.name}")
     work = d if d in (_dt.float32, _dt.float64) else _dt.float32

@@ -7,12 +7,6 @@ import numpy as np
 from . import dtype as _dt
 
 
-def _default_float():
-    from .creation import get_default_dtype  # the default can change while a script runs
-
-    return get_default_dtype()
-
-
 # bfloat16 has no numpy type: float32's exponent with 8 significand bits (7 stored)
 _BF16 = dict(bits=16, eps=2.0 ** -7, max=float(np.float32(2.0 ** 127 * (2 - 2.0 ** -7))),
              tiny=2.0 ** -126, resolution=0.01)
@@ -32,7 +26,7 @@ class finfo:
     """
 
     def __init__(self, type=None):  # noqa: A002  (PyTorch's argument name)
-        d = _default_float() if type is None else _dt.as_dtype(type)
+        d = _dt.default_float() if type is None else _dt.as_dtype(type)
         if not d.is_floating_point:
             raise TypeError(f"finfo: {d.name} is not a floating point dtype (use st.iinfo)")
         if d is _dt.bfloat16:

@@ -858,9 +858,7 @@ def _where_scalar(a, b, cond) -> Tensor:
     kinds = [float if isinstance(v, float) else (bool if isinstance(v, bool) else int)
              for v in (a, b)]
     if float in kinds:
-        from ..creation import get_default_dtype
-
-        d = get_default_dtype()
+        d = _dt.default_float()
     else:
         d = _dt.int64 if int in kinds else _dt.bool_
     return _scalar_tensor(a, d, cond)
