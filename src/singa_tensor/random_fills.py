@@ -116,8 +116,8 @@ def _int_range(d: _dt.DType) -> tuple:
 
 def random_(self: Tensor, from_: int | None = None, to: int | None = None, *,
             generator=None) -> Tensor:
-    """Fill with integers drawn uniformly: random_() from every integer the dtype holds
-    exactly (from 0), random_(to) from [0, to), random_(from_, to) from [from_, to).
+    """Fill with integers drawn uniformly: `random_()` from every integer the dtype holds
+    exactly (from 0), `random_(to)` from [0, to), `random_(from_, to)` from [from, to).
 
     Example:
         >>> import singa_tensor as st
