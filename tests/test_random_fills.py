@@ -65,6 +65,9 @@ def test_fill_supports():
     assert _np(st.empty(N).exponential_()).min() >= 0
     assert _np(st.empty(N).log_normal_()).min() > 0
     assert st.empty(1000, dtype=st.bool).random_().any()
+    neg = _np(st.empty(N, dtype=st.int32).random_(-(2 ** 31), -(2 ** 31) + 3))
+    assert set(np.unique(neg).tolist()) == {-(2 ** 31), -(2 ** 31) + 1, -(2 ** 31) + 2}
+    assert set(np.unique(_np(st.empty(N).random_(-2, 1))).tolist()) == {-2.0, -1.0, 0.0}
     full = _np(st.empty(N).random_())
     assert full.min() >= 0 and full.max() <= 2 ** 24 and full.max() > 2 ** 23
 
@@ -129,6 +132,8 @@ def test_fill_errors():
         (lambda: x.bernoulli_(st.tensor([2.0])), ValueError, r"bernoulli_: probabilities"),
         (lambda: x.random_(5, 5), ValueError, r"random_: expects 'from' to be less than 'to'"),
         (lambda: x.random_(0, 2 ** 30), ValueError, r"random_: \[0, 1073741824\) does not fit"),
+        (lambda: st.empty(2, dtype=st.int32).random_(-(2 ** 31) - 1, 0), ValueError,
+         r"does not fit in int32 \(values from -2147483648 to 2147483647\)"),
         (lambda: st.empty(2, dtype=st.bool).random_(0, 3), ValueError, r"does not fit in bool"),
         (lambda: x.random_(0.5, 2), TypeError, r"random_: from must be an int"),
         (lambda: x.normal_("a"), TypeError, r"normal_: mean must be a number"),

@@ -104,14 +104,14 @@ def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None) ->
 
 
 def _int_range(d: _dt.DType) -> tuple:
-    """The integers random_() draws by default for d, [low, high) (every integer that d holds
-    exactly, as PyTorch)."""
+    """The integers d holds exactly, [lowest, highest + 1) (int64's top one excluded: the
+    draw's bounds are int64s)."""
     if d is _dt.bool_:
         return 0, 2
     if d.is_floating_point:
         digits = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}[d.name]
-        return 0, 2 ** digits + 1
-    return 0, (2 ** 31 if d is _dt.int32 else 2 ** 63 - 1)
+        return -(2 ** digits), 2 ** digits + 1
+    return (-(2 ** 31), 2 ** 31) if d is _dt.int32 else (-(2 ** 63), 2 ** 63 - 1)
 
 
 def random_(self: Tensor, from_: int | None = None, to: int | None = None, *,
@@ -129,7 +129,7 @@ def random_(self: Tensor, from_: int | None = None, to: int | None = None, *,
     if from_ is not None and to is None:
         low, high = 0, from_  # random_(to)
     elif from_ is None:
-        low, high = _int_range(self.dtype)
+        low, high = 0, _int_range(self.dtype)[1]  # random_(): from 0 to the largest
     else:
         low, high = from_, to
     for name, v in (("from", low), ("to", high)):
@@ -138,11 +138,10 @@ def random_(self: Tensor, from_: int | None = None, to: int | None = None, *,
     if low >= high:
         raise ValueError(f"random_: expects 'from' to be less than 'to', got from={low} >= "
                          f"to={high}")
-    dlow, dhigh = _int_range(self.dtype)
-    lowest = -dhigh + 1 if self.dtype is not _dt.bool_ else 0
-    if low < lowest or high > dhigh:
+    lowest, top = _int_range(self.dtype)
+    if low < lowest or high > top:
         raise ValueError(f"random_: [{low}, {high}) does not fit in {self.dtype.name} "
-                         f"(values from {lowest} to {dhigh - 1})")
+                         f"(values from {lowest} to {top - 1})")
     with _ag.no_grad():
         v = _cr.randint(int(low), int(high), self.shape, generator=generator, device=self.device)
     return _write("random_", self, v)
