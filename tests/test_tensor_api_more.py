@@ -244,7 +244,7 @@ def test_legacy_constructors(name, d):
 def test_legacy_constructor_errors():
     with pytest.raises(TypeError, match=r"FloatTensor: expected torch.FloatTensor, got "
                                         r"torch.LongTensor"):
-        st.FloatTensor(st.arange(3))
+        st.FloatTensor(st.arange(3, device="cpu"))
     with pytest.raises(TypeError, match="FloatTensor: a single number is not a size"):
         st.FloatTensor(2.5)
     with pytest.raises(TypeError, match="LongTensor: expected sizes"):
@@ -258,7 +258,7 @@ def test_legacy_constructor_errors():
 
 
 def test_tensor_type_conversions():
-    x = st.tensor([1.5, -2.0])
+    x = st.tensor([1.5, -2.0], device="cpu")
     assert x.type() == "torch.FloatTensor"
     assert x.type(st.int32).dtype is st.int32 and x.type(st.int32).tolist() == [1, -2]
     assert x.type(st.float32) is x
@@ -266,7 +266,7 @@ def test_tensor_type_conversions():
     assert x.type("singa_tensor.LongTensor").type() == "torch.LongTensor"
     assert x.type(st.BoolTensor).tolist() == [True, True]
     assert x.type("float64").dtype is st.float64
-    assert st.zeros(1, dtype=st.bfloat16).type() == "torch.BFloat16Tensor"
+    assert st.zeros(1, dtype=st.bfloat16, device="cpu").type() == "torch.BFloat16Tensor"
     with pytest.raises(ValueError, match="Tensor.type: invalid type 'torch.FooTensor'"):
         x.type("torch.FooTensor")
     with pytest.raises(TypeError, match="Tensor.type: expected a dtype"):
@@ -281,3 +281,8 @@ def test_default_dtype_in_promotion_with_python_floats(float64_default):
 
 def test_python_floats_promote_to_float32_by_default():
     assert (st.arange(3) * 1.5).dtype is st.float32
+
+
+def test_bfloat16_values_read_back_when_requiring_grad():
+    t = st.tensor([1.5, -2.0], dtype=st.bfloat16, requires_grad=True)
+    assert t.tolist() == [1.5, -2.0] and t[0].item() == 1.5

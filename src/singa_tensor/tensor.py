@@ -307,7 +307,7 @@ class Tensor(_Methods):
 
     def to_numpy_value(self) -> np.ndarray:
         if self.dtype is _dt.bfloat16:
-            return self.float().numpy()
+            return self.detach().float().cpu().numpy()
         return self.detach().cpu().numpy()
 
     def item(self):
