@@ -286,3 +286,20 @@ def test_python_floats_promote_to_float32_by_default():
 def test_bfloat16_values_read_back_when_requiring_grad():
     t = st.tensor([1.5, -2.0], dtype=st.bfloat16, requires_grad=True)
     assert t.tolist() == [1.5, -2.0] and t[0].item() == 1.5
+
+
+def test_asarray_of_a_dlpack_producer_shares_memory():
+    class Producer:  # a DLPack producer that is not a numpy array
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kwargs):
+            return self.a.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    a = np.zeros(3, dtype=np.float32)
+    t = st.asarray(Producer(a))
+    a[1] = 4
+    assert t.tolist() == [0.0, 4.0, 0.0]

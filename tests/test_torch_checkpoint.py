@@ -289,3 +289,12 @@ def test_expanded_views_load():
     obj = pickled(tensor("0", 2, 0, (3, 2), (0, 1)))
     raw = zip_file(obj, {"0": np.float32([1.0, 2.0]).tobytes()})
     assert _load(raw).tolist() == [[1.0, 2.0]] * 3
+
+
+def test_devices_load_as_their_names():
+    obj = pickled(b"](" + glob("torch", "device") + tup(s("cuda"), i(1)) + b"R"
+                  + glob("torch", "device") + tup(s("cpu")) + b"R" + b"e")
+    assert _load(zip_file(obj, {})) == ["cuda:1", "cpu"]
+    bad = pickled(glob("torch", "device") + tup(i(3)) + b"R")
+    with pytest.raises(CheckpointError, match=r"torch.device\(3,\) is not a device"):
+        _load(zip_file(bad, {}))

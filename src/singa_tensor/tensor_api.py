@@ -146,8 +146,8 @@ def asarray(obj, *, dtype=None, device=None, copy: bool | None = None,
         shared = obj
     elif isinstance(obj, np.ndarray):
         shared = _cr._wrap_host_array(obj, "asarray") if obj.dtype != object else None
-        if shared is not None and (shared._storage is None):
-            shared = None
+    elif hasattr(obj, "__dlpack__"):
+        shared = _cr.from_dlpack(obj)
     if shared is not None and copy is not True:
         out = shared
         if d is not None and out.dtype is not d:

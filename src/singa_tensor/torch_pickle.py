@@ -16,7 +16,8 @@ storage_offset, size, stride, requires_grad, backward_hooks)`; each storage is a
 `("storage", torch.<Type>Storage, key, location, numel)`.
 
 The unpickler here resolves only the names that rebuild tensors and plain containers
-(`_ALLOWED`): the rebuild functions, the storage types, torch.Size, the dtypes,
+(`_allowed`): the rebuild functions, the storage types, torch.Size, torch.device (it
+loads as the device's name), the dtypes,
 collections.OrderedDict and the builtin set, frozenset and complex; every other global
 (`os.system`, `builtins.eval`, ...) is refused with a `CheckpointError` before anything is
 called. A tensor becomes a singa_tensor Tensor with a copy of its values (a view is copied, not
@@ -143,6 +144,13 @@ def _size(*args):
     return tuple(args[0])
 
 
+def _device(*args):
+    if not (1 <= len(args) <= 2 and isinstance(args[0], str)
+            and (len(args) == 1 or isinstance(args[1], int))):
+        raise CheckpointError(f"load: torch.device{args!r} is not a device")
+    return str(as_device(args[0] if len(args) == 1 else f"{args[0]}:{args[1]}"))
+
+
 def _allowed(rebuild: _Rebuilder) -> dict:
     table = {
         ("torch._utils", "_rebuild_tensor_v2"): rebuild.tensor_v2,
@@ -152,6 +160,7 @@ def _allowed(rebuild: _Rebuilder) -> dict:
         ("torch", "Tensor"): _TENSOR_TYPE,
         ("torch.nn.parameter", "Parameter"): _PARAMETER_TYPE,
         ("torch", "Size"): _size,
+        ("torch", "device"): _device,
         ("collections", "OrderedDict"): collections.OrderedDict,
         ("builtins", "set"): set,
         ("builtins", "frozenset"): frozenset,
