@@ -298,3 +298,18 @@ def test_devices_load_as_their_names():
     bad = pickled(glob("torch", "device") + tup(i(3)) + b"R")
     with pytest.raises(CheckpointError, match=r"torch.device\(3,\) is not a device"):
         _load(zip_file(bad, {}))
+
+
+def test_rebuild_from_type_v2():
+    # what torch.save writes for a tensor carrying Python attributes: the attributes are dropped
+    inner = tensor("0", 6, 0, (6,), (1,))[len(glob("torch._utils", "_rebuild_tensor_v2")):-1]
+    obj = pickled(glob("torch._tensor", "_rebuild_from_type_v2")
+                  + tup(glob("torch._utils", "_rebuild_tensor_v2"), glob("torch", "Tensor"),
+                        inner, dct((s("note"), s("x"))))
+                  + b"R")
+    assert _load(zip_file(obj, {"0": W.tobytes()})).tolist() == W.tolist()
+    odd = pickled(glob("torch._tensor", "_rebuild_from_type_v2")
+                  + tup(glob("torch._utils", "_rebuild_tensor_v2"), glob("builtins", "set"),
+                        inner, b"N") + b"R")
+    with pytest.raises(CheckpointError, match=r"tensor subclass .* cannot be rebuilt"):
+        _load(zip_file(odd, {"0": W.tobytes()}))

@@ -12,6 +12,12 @@ uninitialised; zeros are one of its possible contents and keep runs reproducible
 to a dtype, a legacy type or such a string (with the prefix "torch." or "singa_tensor.").
 
 int8, uint8 and int16 have no dtype here, so ByteTensor, CharTensor and ShortTensor are absent.
+
+Example:
+    >>> import singa_tensor as st
+    >>> x = st.FloatTensor([1.0, 2.0])
+    >>> isinstance(x, st.FloatTensor), isinstance(x, st.LongTensor), st.LongTensor(2).tolist()
+    (True, False, [0, 0])
 """
 
 from __future__ import annotations

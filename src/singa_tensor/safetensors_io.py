@@ -44,8 +44,14 @@ _CODES = {_dt.float64: "F64", _dt.float32: "F32", _dt.float16: "F16", _dt.bfloat
 
 
 def tensor_from_bytes(raw, storage: str, d: _dt.DType, shape: tuple) -> Tensor:
-    """A CPU tensor of dtype d holding raw, little-endian elements of numpy type storage (a
-    copy: the tensor owns its memory)."""
+    """A CPU tensor of dtype d holding raw elements of numpy type storage (a copy: the tensor
+    owns its memory).
+
+    Example:
+        >>> from singa_tensor import bfloat16
+        >>> tensor_from_bytes(b"\\x80\\x3f\\x20\\xc0", "<u2", bfloat16, (2,)).float().tolist()
+        [1.0, -2.5]
+    """
     flat = np.frombuffer(raw, dtype=np.dtype(storage)).astype(np.dtype(storage).newbyteorder("="))
     if d is _dt.bfloat16:  # bfloat16 is the top half of a float32: exact
         f32 = (flat.astype(np.uint32) << 16).view(np.float32)

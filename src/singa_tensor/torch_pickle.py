@@ -397,7 +397,12 @@ def _unpickle_structure(f, name: str, order: str):
 
 def is_torch_file(head: bytes) -> bool:
     """Whether the first bytes of a file are those of a PyTorch checkpoint (a zip archive or a
-    pickle)."""
+    pickle).
+
+    Example:
+        >>> is_torch_file(b"PK\\x03\\x04"), is_torch_file(b"\\x89STC")
+        (True, False)
+    """
     return head.startswith(ZIP_MAGIC) or head[:1] == b"\x80"
 
 
