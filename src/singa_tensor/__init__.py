@@ -25,6 +25,7 @@ from .creation import (
     full,
     full_like,
     get_default_device,
+    get_default_dtype,
     linspace,
     normal,
     ones,
@@ -37,6 +38,7 @@ from .creation import (
     randperm,
     scalar_tensor,
     set_default_device,
+    set_default_dtype,
     tensor,
     uniform,
     zeros,
@@ -44,10 +46,19 @@ from .creation import (
 )
 from .dtype import DType, bfloat16, float16, float32, float64, int32, int64
 from .dtype import bool_ as bool  # noqa: A001  (PyTorch's name for the dtype)
+from .finfo import finfo, iinfo
 from .ops import *  # noqa: F401,F403
 from .ops import REGISTRY as op_registry
 from .random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .tensor import Tensor
+from .tensor_api import (
+    asarray,
+    empty_strided,
+    inference_mode,
+    is_floating_point,
+    is_inference_mode_enabled,
+    numel,
+)
 
 half = float16
 double = float64
@@ -94,6 +105,11 @@ from .backends import (  # noqa: E402
 )
 from .graph import compile  # noqa: E402,A001  (SINGA's and PyTorch's name)
 from .serialization import load, save  # noqa: E402
+from .legacy import CPU_TYPES as _LEGACY_TYPES  # noqa: E402
+from .random_fills import bernoulli, multinomial, normal, poisson  # noqa: E402
+from .safetensors_io import load_safetensors, save_safetensors  # noqa: E402
+
+globals().update(_LEGACY_TYPES)
 
 __all__ = [
     "Device", "DType", "Generator", "Tensor", "autograd", "arange", "as_tensor", "bfloat16",
@@ -108,4 +124,8 @@ __all__ = [
     "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
     "is_deterministic_algorithms_warn_only_enabled", "set_float32_matmul_precision",
     "get_float32_matmul_precision",
+    "finfo", "iinfo", "get_default_dtype", "set_default_dtype", "inference_mode",
+    "is_inference_mode_enabled", "numel", "is_floating_point", "empty_strided", "asarray",
+    *_LEGACY_TYPES, "bernoulli", "multinomial", "poisson", "load_safetensors",
+    "save_safetensors",
 ]

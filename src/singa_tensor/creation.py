@@ -13,7 +13,6 @@ from . import dtype as _dt
 from . import random as _random
 from .tensor import Tensor
 
-default_float = _dt.float32
 _default_device = _backend.CPU
 
 
@@ -32,6 +31,35 @@ def set_default_device(device) -> None:
     _default_device = device
 
 
+def set_default_dtype(d) -> None:
+    """The dtype of floating point tensors made without an explicit dtype (factories, and
+    `tensor` of Python floats): float32 (initially) or float64.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.set_default_dtype(st.float64); st.tensor([1.0]).dtype
+        singa_tensor.float64
+        >>> st.set_default_dtype(st.float32); st.zeros(1).dtype
+        singa_tensor.float32
+    """
+    d = _dt.as_dtype(d)
+    if d not in (_dt.float32, _dt.float64):
+        raise TypeError(f"set_default_dtype: only float32 and float64 can be the default, "
+                        f"got {d.name}")
+    _dt.set_default_float(d)
+
+
+def get_default_dtype():
+    """The dtype of floating point tensors made without an explicit dtype.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.get_default_dtype()
+        singa_tensor.float32
+    """
+    return _dt.default_float()
+
+
 def get_default_device():
     """The device of tensors created without an explicit device."""
     return _default_device
@@ -41,7 +69,12 @@ def _device(device):
     return _default_device if device is None else _backend.as_device(device)
 
 
-def _shape_arg(op: str, shape) -> tuple:
+def _shape_arg(op: str, shape, size=None) -> tuple:
+    if size is not None:  # PyTorch's keyword form: zeros(size=(2, 3))
+        if shape:
+            raise TypeError(f"{op}: got the shape both as arguments {tuple(shape)} and as "
+                            f"size={size!r}")
+        shape = (size,) if isinstance(size, (int, np.integer)) else (tuple(size),)
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     out = []
@@ -125,7 +158,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
                             f"regular shape, got {type(data).__name__}")
         infer = _infer_dtype(a)
         if infer is _dt.float64 and not isinstance(data, np.generic):
-            infer = default_float
+            infer = _dt.default_float()
     d = _dt.as_dtype(dtype) if dtype is not None else infer
     if not d.is_floating_point and a.dtype.kind == "f" and not np.all(np.isfinite(a)):
         raise ValueError(f"tensor: cannot convert non-finite values to {d.name}")
@@ -241,7 +274,11 @@ def _dtype_or(dtype, default):
     return _dt.as_dtype(dtype) if dtype is not None else default
 
 
-def empty(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def _float_or(dtype):
+    return _dt.as_dtype(dtype) if dtype is not None else _dt.default_float()
+
+
+def empty(*shape, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor.
 
     Example:
@@ -249,11 +286,11 @@ def empty(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tenso
         >>> st.empty(2, 3).shape
         (2, 3)
     """
-    t = _new(_shape_arg("empty", shape), _dtype_or(dtype, default_float), device)
+    t = _new(_shape_arg("empty", shape, size), _float_or(dtype), device)
     return _finish(t, requires_grad, "empty")
 
 
-def zeros(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def zeros(*shape, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of zeros.
 
     Example:
@@ -261,11 +298,11 @@ def zeros(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tenso
         >>> st.zeros(2).tolist()
         [0.0, 0.0]
     """
-    t = _fill(_new(_shape_arg("zeros", shape), _dtype_or(dtype, default_float), device), 0)
+    t = _fill(_new(_shape_arg("zeros", shape, size), _float_or(dtype), device), 0)
     return _finish(t, requires_grad, "zeros")
 
 
-def ones(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def ones(*shape, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of ones.
 
     Example:
@@ -273,11 +310,12 @@ def ones(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor
         >>> st.ones(2, dtype=st.int32).tolist()
         [1, 1]
     """
-    t = _fill(_new(_shape_arg("ones", shape), _dtype_or(dtype, default_float), device), 1)
+    t = _fill(_new(_shape_arg("ones", shape, size), _float_or(dtype), device), 1)
     return _finish(t, requires_grad, "ones")
 
 
-def full(shape, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def full(size=None, fill_value=None, dtype=None, device=None, requires_grad: bool = False,
+         *, shape=None) -> Tensor:
     """A tensor filled with fill_value (dtype inferred from it when not given).
 
     Example:
@@ -285,14 +323,18 @@ def full(shape, fill_value, dtype=None, device=None, requires_grad: bool = False
         >>> st.full((2,), 7).tolist()
         [7, 7]
     """
-    if isinstance(shape, int):
+    if shape is None:
+        shape = size
+    if shape is None or fill_value is None:
+        raise TypeError("full: size and fill_value are required, e.g. full((2, 3), 1.0)")
+    if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
     if not isinstance(fill_value, numbers.Number):
         raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
     d = _dtype_or(dtype, _dt.bool_ if isinstance(fill_value, bool) else
-                  (_dt.int64 if isinstance(fill_value, numbers.Integral) else default_float))
+                  (_dt.int64 if isinstance(fill_value, numbers.Integral) else _dt.default_float()))
     t = _fill(_new(_shape_arg("full", tuple(shape)), d, device), fill_value)
     return _finish(t, requires_grad, "full")
 
@@ -343,7 +385,7 @@ def arange(start, end=None, step=1, dtype=None, device=None,
                          f"(start={start}, end={end}, step={step})")
     n = max(0, math.ceil((end - start) / step))
     is_int = all(isinstance(v, numbers.Integral) for v in (start, end, step))
-    d = _dtype_or(dtype, _dt.int64 if is_int else default_float)
+    d = _dtype_or(dtype, _dt.int64 if is_int else _dt.default_float())
     t = _range_fill(n, float(start), float(step), d, device)
     return _finish(t, requires_grad, "arange")
 
@@ -370,7 +412,7 @@ def linspace(start, end, steps: int, dtype=None, device=None,
     """
     if not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
-    d = _dtype_or(dtype, default_float)
+    d = _float_or(dtype)
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
     work = _dt.float64
     t = _range_fill(steps, float(start), float(step), work, device)
@@ -423,7 +465,7 @@ def _gen(generator):
 
 
 def _random_fill(op: str, kind: str, shape, dtype, device, generator, a: float, b: float):
-    d = _dtype_or(dtype, default_float)
+    d = _float_or(dtype)
     if not d.is_floating_point:
         raise TypeError(f"{op}: dtype must be floating point, got {d.name}")
     work = d if d in (_dt.float32, _dt.float64) else _dt.float32
@@ -440,7 +482,8 @@ def _random_fill(op: str, kind: str, shape, dtype, device, generator, a: float, 
     return t
 
 
-def rand(*shape, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def rand(*shape, size=None, generator=None, dtype=None, device=None,
+         requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1).
 
     Example:
@@ -449,12 +492,13 @@ def rand(*shape, generator=None, dtype=None, device=None, requires_grad: bool = 
         >>> bool((x >= 0).all()) and bool((x < 1).all())
         True
     """
-    t = _random_fill("rand", "uniform", _shape_arg("rand", shape), dtype, device, generator,
+    t = _random_fill("rand", "uniform", _shape_arg("rand", shape, size), dtype, device, generator,
                      0.0, 1.0)
     return _finish(t, requires_grad, "rand")
 
 
-def randn(*shape, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def randn(*shape, size=None, generator=None, dtype=None, device=None,
+          requires_grad: bool = False) -> Tensor:
     """Standard normal samples.
 
     Example:
@@ -462,7 +506,7 @@ def randn(*shape, generator=None, dtype=None, device=None, requires_grad: bool =
         >>> abs(st.randn(10000).mean().item()) < 0.05
         True
     """
-    t = _random_fill("randn", "normal", _shape_arg("randn", shape), dtype, device, generator,
+    t = _random_fill("randn", "normal", _shape_arg("randn", shape, size), dtype, device, generator,
                      0.0, 1.0)
     return _finish(t, requires_grad, "randn")
 

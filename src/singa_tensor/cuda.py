@@ -61,3 +61,12 @@ def empty_cache(device=None) -> None:
     """Return the memory pool's unused blocks on a CUDA device to the driver."""
     mod = _require("empty_cache")
     mod.for_device(mod.device_index(device)).empty_cache()
+
+
+def __getattr__(name: str):
+    # the legacy typed constructors (st.cuda.FloatTensor ...) live in legacy.py, above ops
+    from .legacy import CUDA_TYPES
+
+    if name in CUDA_TYPES:
+        return CUDA_TYPES[name]
+    raise AttributeError(f"module 'singa_tensor.cuda' has no attribute {name!r}")

@@ -46,6 +46,18 @@ bfloat16 = DType("bfloat16", "bf16", None, np.uint16, 3, "uint16_t")
 float32 = DType("float32", "f32", np.float32, np.float32, 4, "float")
 float64 = DType("float64", "f64", np.float64, np.float64, 5, "double")
 
+_default = [float32]  # creation.set_default_dtype sets it
+
+
+def default_float() -> DType:
+    """The dtype of floating point values made without one (creation.get_default_dtype)."""
+    return _default[0]
+
+
+def set_default_float(d: DType) -> None:
+    _default[0] = d
+
+
 ALL = (bool_, int32, int64, float16, bfloat16, float32, float64)
 _NAMES = {d.name: d for d in ALL}
 _NAMES.update({"float": float32, "double": float64, "half": float16, "long": int64, "int": int32})
@@ -112,7 +124,7 @@ def promote_scalar(t: DType, value) -> DType:
     if isinstance(value, int):
         return int64 if t is bool_ else t
     if isinstance(value, float):
-        return t if t.is_floating_point else float32
+        return t if t.is_floating_point else _default[0]
     raise TypeError(f"unsupported scalar type {type(value).__name__}")
 
 

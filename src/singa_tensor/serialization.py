@@ -424,7 +424,8 @@ class _Decoder:
         raise self.bad(f"unknown node {str(node)[:80]}")
 
 
-def load(f, map_location: str | Callable | dict | None = None) -> Any:
+def load(f, map_location: str | Callable | dict | None = None,
+         weights_only: bool | None = None) -> Any:
     """Read an object written by `save` from a path or a readable binary file.
 
     Tensors come back on the device they were saved from unless `map_location` is given: a
@@ -433,6 +434,10 @@ def load(f, map_location: str | Callable | dict | None = None) -> Any:
 
     A file that is not a checkpoint, is truncated or is corrupted raises `ValueError` naming
     the file and the problem; nothing in the file is ever executed.
+
+    PyTorch checkpoints (`torch.save` files, zip or legacy) load too, through a reader that
+    rebuilds only tensors and plain containers (`torch_pickle.py`); `weights_only` is accepted
+    for PyTorch's signature, and loading is always weights-only.
 
     Example:
         >>> import io, singa_tensor as st
@@ -450,6 +455,19 @@ def load(f, map_location: str | Callable | dict | None = None) -> Any:
 
 
 def _load_from(f, name: str, map_location):
+    seekable = getattr(f, "seekable", lambda: False)()
+    if seekable:
+        head = f.read(4)
+        f.seek(-len(head), 1)
+        if head[:1] != MAGIC[:1]:
+            from . import torch_pickle
+
+            if torch_pickle.is_torch_file(head):
+                return torch_pickle.load_torch(f, name, map_location)
+    return _load_st(f, name, map_location)
+
+
+def _load_st(f, name: str, map_location):
     if map_location is not None and not (callable(map_location) or isinstance(
             map_location, dict)):
         map_location = _parse_location(map_location)

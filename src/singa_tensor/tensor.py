@@ -327,7 +327,7 @@ class Tensor(_Methods):
 
     def to_numpy_value(self) -> np.ndarray:
         if self.dtype is _dt.bfloat16:
-            return self.float().numpy()
+            return self.detach().float().cpu().numpy()
         return self.detach().cpu().numpy()
 
     def item(self):
@@ -397,6 +397,21 @@ class Tensor(_Methods):
         if getattr(self, "_is_param", False) is True:
             return "Parameter containing:\n" + text
         return text
+
+    def __format__(self, spec: str) -> str:
+        """A 0-d tensor formats as its number (`f"{loss:.4f}"`); others take no spec.
+
+        Example:
+            >>> import singa_tensor as st
+            >>> f"{st.tensor(0.123456):.3f}"
+            '0.123'
+        """
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        if spec:
+            raise TypeError(f"Tensor.__format__: format spec {spec!r} needs a 0-d tensor, got "
+                            f"shape {self._shape}")
+        return str(self)
 
     def __hash__(self) -> int:
         return id(self)

@@ -841,7 +841,7 @@ class Where(OpSpec):
         ]
 
 
-def where(cond, a, b) -> Tensor:
+def where(cond, a=None, b=None) -> Tensor:
     """Pick from a where cond is true, else from b; all three broadcast.
 
     Example:
@@ -852,10 +852,31 @@ def where(cond, a, b) -> Tensor:
     """
     if cond.__class__ is not Tensor:
         raise TypeError(f"where: condition must be a Tensor, got {type(cond).__name__}")
+    if a is None and b is None:  # where(cond) is nonzero(cond, as_tuple=True)
+        from .index import nonzero
+
+        return nonzero(cond, as_tuple=True)
+    if a is None or b is None:
+        raise TypeError("where: give both values (where(cond, a, b)) or neither (where(cond))")
     cond = _to_bool("where", cond)
+    if a.__class__ is not Tensor and b.__class__ is not Tensor:
+        a = _where_scalar(a, b, cond)  # two scalars: the pair's type, PyTorch's rule
     a, b = _operands("where", a, b)
     check_same_device("where", cond, a, b)
     return apply(Where, cond, a, b)
+
+
+def _where_scalar(a, b, cond) -> Tensor:
+    for v in (a, b):
+        if not isinstance(v, (int, float, bool)):
+            raise TypeError(f"where: expected a Tensor or a number, got {type(v).__name__}")
+    kinds = [float if isinstance(v, float) else (bool if isinstance(v, bool) else int)
+             for v in (a, b)]
+    if float in kinds:
+        d = _dt.default_float()
+    else:
+        d = _dt.int64 if int in kinds else _dt.bool_
+    return _scalar_tensor(a, d, cond)
 
 
 Where.fn = staticmethod(where)

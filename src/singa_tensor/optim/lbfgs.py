@@ -121,9 +121,9 @@ class LBFGS(Optimizer):
     """L-BFGS with PyTorch's algorithm. Each `step(closure)` runs up to max_iter iterations
     (and max_eval closure evaluations, by default max_iter * 5 // 4): the direction comes from
     the two-loop recursion over the last history_size pairs (s, y) of parameter and gradient
-    changes, the step is lr (the first one ever min(1, 1 / |g|_1) * lr), or, with
+    changes, the step is lr (the first one ever ``min(1, 1 / ||g||_1) * lr``), or, with
     line_search_fn="strong_wolfe", a step satisfying the strong Wolfe conditions. It stops
-    early when max |g| <= tolerance_grad, or when the step or the change of the loss falls
+    early when ``max(abs(g)) <= tolerance_grad``, or when the step or the change of the loss falls
     below tolerance_change.
 
     The closure must clear the gradients, compute the loss, call backward and return the
