@@ -1,0 +1,1563 @@
+"""More index, set and shape functions of PyTorch's surface, all compositions of existing ops
+(sort, cumsum, gather, scatter, scatter_add, index_select, nonzero, where ...), so they run on
+every backend and their gradients come from the parts: diagonals (diag, diag_embed, diagflat,
+tril/triu_indices), products (tensordot, kron, cdist, cross, cartesian_prod, combinations),
+joins and splits (block_diag, atleast_nd, h/v/d/column_stack, tensor_split), sets and counts
+(unique, unique_consecutive, bincount, histc, histogram, searchsorted, bucketize), grids
+(meshgrid, broadcast_tensors/shapes), comparisons (isclose, allclose) and index writes
+(take, index_copy, index_fill, scatter_reduce, masked_scatter, put, rot90, unfold, renorm).
+
+Ops whose output size depends on the values (unique, bincount, histc's range, nonzero-based
+ones) read that size to the host, as PyTorch does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from .. import creation
+from .. import dtype as _dt
+from ..tensor import Tensor, _wrap_dim
+from ._registry import (
+    bind_method,
+    check_same_device,
+    composite,
+    expect_tensor,
+    tensor_method,
+)
+from ._registry import (
+    broadcast_shapes as _bshapes,
+)
+from .elementwise import where
+from .index import _check_bounds, _index_arg, gather, index_select, nonzero, scatter, scatter_add
+from .layout import cast, expand, permute
+from .padding import pad
+from .shape import cat, flip, movedim, narrow, stack
+from .sort import sort
+
+
+def _rand(*shape, seed=0):
+    return np.random.default_rng(seed + 7 * len(shape)).standard_normal(shape)
+
+
+def _int(op: str, v, what: str) -> int:
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+        raise TypeError(f"{op}: {what} must be an int, got {type(v).__name__}")
+    return int(v)
+
+
+def _arange(n: int, like: Tensor) -> Tensor:
+    return creation.arange(n, device=like._device)
+
+
+def _seq_composite(name: str, reference, samples, differentiable: bool = True):
+    """Register fn(tensors) under `name` with the registry's calling convention fn(*tensors)
+    (the tests pass tensors positionally); returns fn itself."""
+    def declare(fn):
+        def call(*tensors, **kw):
+            return fn(list(tensors), **kw)
+
+        call.__name__, call.__doc__ = fn.__name__, fn.__doc__
+        composite(name, reference, samples=samples, differentiable=differentiable)(call)
+        return fn
+
+    return declare
+
+
+def _tensors(op: str, tensors) -> list:
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tensors[0]
+    for i, t in enumerate(tensors):
+        if t.__class__ is not Tensor:
+            raise TypeError(f"{op}: expected Tensors, got {type(t).__name__} at position {i}")
+    check_same_device(op, *tensors)
+    return list(tensors)
+
+
+# ---- diagonals ---------------------------------------------------------------------------------
+
+
+def _diag_embed_ref(x, offset=0, dim1=-2, dim2=-1):
+    n = x.shape[-1]
+    m = n + abs(offset)
+    out = np.zeros(x.shape[:-1] + (m, m), x.dtype)
+    r, c = np.arange(n) + max(-offset, 0), np.arange(n) + max(offset, 0)
+    out[..., r, c] = x
+    return np.moveaxis(out, (-2, -1), (dim1, dim2))
+
+
+@composite("diag_embed", _diag_embed_ref, method=True, samples=lambda: [
+    ((_rand(2, 3),), {}), ((_rand(3),), {"offset": 1}),
+    ((_rand(2, 3),), {"offset": -2, "dim1": 0, "dim2": 2}), ((_rand(2, 3),), {"dim1": -1,
+                                                                              "dim2": 0})])
+def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """A tensor whose 2-d planes (dims dim1, dim2) hold input's last dimension on the diagonal
+    `offset` (above the main one when positive), zeros elsewhere.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.diag_embed(st.tensor([[1, 2]])).tolist()
+        [[[1, 0], [0, 2]]]
+    """
+    expect_tensor("diag_embed", input)
+    offset = _int("diag_embed", offset, "offset")
+    x = input.reshape(1) if input.ndim == 0 else input
+    nd = x.ndim + 1
+    d1, d2 = _wrap_dim(dim1, nd, "diag_embed"), _wrap_dim(dim2, nd, "diag_embed")
+    if d1 == d2:
+        raise ValueError(f"diag_embed: diagonal dimensions cannot be identical {dim1}, {dim2}")
+    n = x._shape[-1]
+    m = n + abs(offset)
+    p = _arange(n, x)
+    pos = (p + max(-offset, 0)) * m + (p + max(offset, 0))
+    flat = creation.zeros(x._shape[:-1] + (m * m,), dtype=x.dtype, device=x._device)
+    out = scatter(flat, -1, expand(pos, *x._shape), x).reshape(*x._shape[:-1], m, m)
+    return movedim(out, (nd - 2, nd - 1), (d1, d2))
+
+
+def _diag_ref(x, diagonal=0):
+    return np.diag(x, diagonal).copy()
+
+
+@composite("diag", _diag_ref, method=True, dtypes=("float32", "float64", "int64"),
+           samples=lambda: [((_rand(3),), {}), ((_rand(3),), {"diagonal": -2}),
+                            ((_rand(3, 4),), {}), ((_rand(3, 4),), {"diagonal": 2}),
+                            ((_rand(3, 4),), {"diagonal": -5})])
+def diag(input: Tensor, diagonal: int = 0) -> Tensor:
+    """1-d input: the square matrix with input on diagonal `diagonal`; 2-d input: a copy of
+    that diagonal as a 1-d tensor.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.diag(st.tensor([1, 2])).tolist()
+        [[1, 0], [0, 2]]
+        >>> st.diag(st.tensor([[1, 2], [3, 4]]), 1).tolist()
+        [2]
+    """
+    expect_tensor("diag", input)
+    diagonal = _int("diag", diagonal, "diagonal")
+    if input.ndim == 1:
+        return diag_embed(input, diagonal)
+    if input.ndim == 2:
+        n, m = input._shape
+        if (diagonal >= 0 and diagonal >= m) or (diagonal < 0 and -diagonal >= n):
+            return creation.zeros(0, dtype=input.dtype, device=input._device)
+        return input.diagonal(diagonal).clone()
+    raise ValueError(f"diag: expected a 1-d or 2-d tensor, got shape {input._shape}")
+
+
+@composite("diagflat", lambda x, offset=0: np.diagflat(x, offset), method=True,
+           samples=lambda: [((_rand(2, 2),), {}), ((_rand(3),), {"offset": 1})])
+def diagflat(input: Tensor, offset: int = 0) -> Tensor:
+    """The square matrix with the flattened input on diagonal `offset`.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.diagflat(st.tensor([[1], [2]])).tolist()
+        [[1, 0], [0, 2]]
+    """
+    expect_tensor("diagflat", input)
+    return diag_embed(input.reshape(-1), offset)
+
+
+def _tri_indices(op: str, row, col, offset, dtype, device, lower: bool) -> Tensor:
+    row, col = _int(op, row, "row"), _int(op, col, "col")
+    offset = _int(op, offset, "offset")
+    if row < 0 or col < 0:
+        raise ValueError(f"{op}: row and col must be non-negative, got {row} and {col}")
+    dev = creation._device(device)
+    rows = creation.arange(row, device=dev).reshape(row, 1)
+    diff = creation.arange(col, device=dev) - rows
+    keep = diff <= offset if lower else diff >= offset
+    out = nonzero(keep).t().contiguous()
+    return out if dtype is None or dtype is _dt.int64 else out.to(dtype)
+
+
+@composite("tril_indices", lambda r, c, offset=0: np.stack(np.tril_indices(r, offset, c)),
+           differentiable=False, samples=lambda: [((3, 3), {}), ((3, 4, 1), {}),
+                                                  ((4, 3, -1), {}), ((0, 2), {})])
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+    """The (2, N) coordinates of the lower triangle (col - row <= offset) of a row x col
+    matrix, row by row.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.tril_indices(2, 2).tolist()
+        [[0, 1, 1], [0, 0, 1]]
+    """
+    return _tri_indices("tril_indices", row, col, offset, dtype, device, True)
+
+
+@composite("triu_indices", lambda r, c, offset=0: np.stack(np.triu_indices(r, offset, c)),
+           differentiable=False, samples=lambda: [((3, 3), {}), ((3, 4, 1), {}),
+                                                  ((4, 3, -1), {})])
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+    """The (2, N) coordinates of the upper triangle (col - row >= offset) of a row x col
+    matrix, row by row.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.triu_indices(2, 2).tolist()
+        [[0, 0, 1], [0, 1, 1]]
+    """
+    return _tri_indices("triu_indices", row, col, offset, dtype, device, False)
+
+
+# ---- products ----------------------------------------------------------------------------------
+
+
+def _cdist_ref(x1, x2, p=2.0):
+    d = np.abs(x1[..., :, None, :] - x2[..., None, :, :])
+    if p == 0:
+        return (d != 0).sum(-1).astype(x1.dtype)
+    if math.isinf(p):
+        return d.max(-1)
+    return (d ** p).sum(-1) ** (1.0 / p)
+
+
+@composite("cdist", _cdist_ref, samples=lambda: [
+    ((_rand(3, 2), _rand(4, 2, seed=1)), {}), ((_rand(2, 3, 2), _rand(2, 4, 2, seed=1)), {}),
+    ((_rand(3, 2), _rand(4, 2, seed=1)), {"p": 1.0}),
+    ((_rand(3, 2), _rand(4, 2, seed=1)), {"p": 3.0}),
+    ((_rand(3, 2), _rand(4, 2, seed=1)), {"p": math.inf})])
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = None) -> Tensor:
+    """p-norm distances between each row of x1 (..., P, M) and each row of x2 (..., R, M):
+    a (..., P, R) tensor; batch dims broadcast. p=0 counts differing coordinates, p=inf
+    takes the largest difference.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.cdist(st.tensor([[0.0, 0.0]]), st.tensor([[3.0, 4.0], [1.0, 0.0]])).tolist()
+        [[5.0, 1.0]]
+    """
+    expect_tensor("cdist", x1, "x1")
+    expect_tensor("cdist", x2, "x2")
+    check_same_device("cdist", x1, x2)
+    if x1.ndim < 2 or x2.ndim < 2:
+        raise ValueError(f"cdist: x1 and x2 must have at least 2 dimensions, got shapes "
+                         f"{x1._shape} and {x2._shape}")
+    if x1._shape[-1] != x2._shape[-1]:
+        raise ValueError(f"cdist: x1 and x2 must have the same number of columns, got "
+                         f"{x1._shape[-1]} and {x2._shape[-1]}")
+    if not isinstance(p, (int, float)) or p < 0:
+        raise ValueError(f"cdist: only supports non-negative p values, got {p}")
+    if not (x1.dtype.is_floating_point and x2.dtype.is_floating_point):
+        raise TypeError(f"cdist: expected floating point inputs, got {x1.dtype.name} and "
+                        f"{x2.dtype.name}")
+    d = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    if p == 0:
+        return cast(d != 0, d.dtype).sum(-1)
+    if math.isinf(p):
+        return d.abs().amax(-1)
+    if p == 1:
+        return d.abs().sum(-1)
+    if p == 2:
+        return (d * d).sum(-1).sqrt()
+    return (d.abs() ** float(p)).sum(-1) ** (1.0 / p)
+
+
+def _tensordot_dims(op: str, a: Tensor, b: Tensor, dims) -> tuple:
+    if isinstance(dims, Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
+        if dims < 0 or dims > min(a.ndim, b.ndim):
+            raise ValueError(f"{op}: dims must be in [0, {min(a.ndim, b.ndim)}], got {dims}")
+        return list(range(a.ndim - dims, a.ndim)), list(range(int(dims)))
+    if not isinstance(dims, (list, tuple)) or len(dims) != 2:
+        raise TypeError(f"{op}: dims must be an int or a pair of lists of dims, got {dims!r}")
+    da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
+    if len(da) != len(db):
+        raise ValueError(f"{op}: both dim lists should have the same length, got {da} and {db}")
+    da = [_wrap_dim(d, a.ndim, op) for d in da]
+    db = [_wrap_dim(d, b.ndim, op) for d in db]
+    for i, j in zip(da, db):
+        if a._shape[i] != b._shape[j]:
+            raise ValueError(f"{op}: contracted dimensions need to match, but first has size "
+                             f"{a._shape[i]} in dim {i} and second has size {b._shape[j]} in "
+                             f"dim {j}")
+    return da, db
+
+
+@composite("tensordot", lambda a, b, dims=2: np.tensordot(a, b, dims), samples=lambda: [
+    ((_rand(2, 3, 4), _rand(3, 4, 5, seed=1)), {}), ((_rand(2, 3), _rand(3, 2, seed=1), 1), {}),
+    ((_rand(2, 3, 4), _rand(4, 2, 3, seed=1)), {"dims": ([1, 2], [2, 0])}),
+    ((_rand(2), _rand(3, seed=1), 0), {})])
+def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
+    """Sum of products over dims of a and b: an int n contracts a's last n dims with b's
+    first n; a pair of lists names the dims of each.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.tensordot(st.ones(2, 3), st.ones(3, 4), dims=1).shape
+        (2, 4)
+    """
+    expect_tensor("tensordot", a, "a")
+    expect_tensor("tensordot", b, "b")
+    check_same_device("tensordot", a, b)
+    da, db = _tensordot_dims("tensordot", a, b, dims)
+    fa = [i for i in range(a.ndim) if i not in da]
+    fb = [i for i in range(b.ndim) if i not in db]
+    k = math.prod(a._shape[i] for i in da)
+    sa, sb = [a._shape[i] for i in fa], [b._shape[i] for i in fb]
+    am = permute(a, *(fa + da)).reshape(math.prod(sa), k)
+    bm = permute(b, *(db + fb)).reshape(k, math.prod(sb))
+    return (am @ bm).reshape(*(sa + sb))
+
+
+@composite("kron", np.kron, method=True, samples=lambda: [
+    ((_rand(2, 3), _rand(2, 2, seed=1)), {}), ((_rand(3), _rand(2, 2, seed=1)), {})])
+def kron(input: Tensor, other: Tensor) -> Tensor:
+    """The Kronecker product: every element of input times the whole of other, laid out
+    block by block (shapes multiply dim by dim, the shorter padded with leading 1s).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.kron(st.tensor([1, 2]), st.tensor([1, 10])).tolist()
+        [1, 10, 2, 20]
+    """
+    expect_tensor("kron", input)
+    expect_tensor("kron", other, "other")
+    nd = max(input.ndim, other.ndim)
+    sa = (1,) * (nd - input.ndim) + input._shape
+    sb = (1,) * (nd - other.ndim) + other._shape
+    a = input.reshape(*itertools.chain.from_iterable((n, 1) for n in sa))
+    b = other.reshape(*itertools.chain.from_iterable((1, n) for n in sb))
+    return (a * b).reshape(*(x * y for x, y in zip(sa, sb)))
+
+
+def _cross_ref(a, b, dim=None):
+    if dim is None:
+        dim = next(i for i, n in enumerate(np.broadcast_shapes(a.shape, b.shape)) if n == 3)
+    return np.cross(a, b, axis=dim)
+
+
+@composite("cross", _cross_ref, method=True, samples=lambda: [
+    ((_rand(4, 3), _rand(4, 3, seed=1)), {}), ((_rand(3, 2), _rand(3, 1, seed=1)), {"dim": 0}),
+    ((_rand(3), _rand(2, 3, seed=1)), {"dim": -1})])
+def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
+    """The cross product of 3-vectors along dim (broadcast); dim=None takes the first
+    dimension of size 3 (linalg.cross's default is dim=-1).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.cross(st.tensor([1, 0, 0]), st.tensor([0, 1, 0])).tolist()
+        [0, 0, 1]
+    """
+    expect_tensor("cross", input)
+    expect_tensor("cross", other, "other")
+    check_same_device("cross", input, other)
+    shape = _bshapes(input._shape, other._shape, op="cross")
+    if dim is None:
+        d = next((i for i, n in enumerate(shape) if n == 3), None)
+        if d is None:
+            raise ValueError(f"cross: no dimension of size 3 in input {shape}")
+    else:
+        d = _wrap_dim(dim, len(shape), "cross")
+    if not shape or shape[d] != 3:
+        raise ValueError(f"cross: inputs dimension {dim} must have length 3, got shapes "
+                         f"{input._shape} and {other._shape}")
+    a, b = expand(input, *shape), expand(other, *shape)
+    return a.roll(-1, d) * b.roll(-2, d) - a.roll(-2, d) * b.roll(-1, d)
+
+
+def _grid_ref(*xs, indexing="ij"):
+    return tuple(np.meshgrid(*xs, indexing=indexing))
+
+
+@composite("meshgrid", _grid_ref, samples=lambda: [
+    ((_rand(2), _rand(3, seed=1)), {}), ((_rand(2), _rand(3, seed=1)), {"indexing": "xy"}),
+    ((_rand(2), _rand(3, seed=1), _rand(4, seed=2)), {"indexing": "xy"})])
+def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple:
+    """Coordinate grids from 1-d tensors: output k repeats tensors[k] along dim k ("ij"), or
+    with the first two dims swapped ("xy", as in numpy and MATLAB).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> gx, gy = st.meshgrid(st.tensor([1, 2]), st.tensor([3, 4, 5]))
+        >>> gx.shape, gy[0].tolist()
+        ((2, 3), [3, 4, 5])
+    """
+    ts = _tensors("meshgrid", tensors)
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    for t in ts:
+        if t.ndim > 1:
+            raise ValueError(f"meshgrid: expects 0-d or 1-d tensors, got shape {t._shape}")
+    ts = [t.reshape(-1) for t in ts]
+    shape = tuple(t._shape[0] for t in ts)
+    n = len(ts)
+    out = [expand(t.reshape(*[-1 if j == i else 1 for j in range(n)]), *shape)
+           for i, t in enumerate(ts)]
+    if indexing == "xy" and n >= 2:
+        out = [o.transpose(0, 1) for o in out]
+    return tuple(out)
+
+
+@_seq_composite("cartesian_prod", lambda *xs: np.stack(
+    [g.reshape(-1) for g in np.meshgrid(*xs, indexing="ij")], 1) if len(xs) > 1 else xs[0],
+    lambda: [((_rand(2), _rand(3, seed=1)), {}), ((_rand(3),), {}),
+             ((_rand(2), _rand(2, seed=1), _rand(2, seed=2)), {})])
+def cartesian_prod(*tensors: Tensor) -> Tensor:
+    """All tuples of one element from each 1-d tensor, as the rows of an (N, len(tensors))
+    tensor in lexicographic order (a single tensor is returned as is).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.cartesian_prod(st.tensor([1, 2]), st.tensor([3, 4])).tolist()
+        [[1, 3], [1, 4], [2, 3], [2, 4]]
+    """
+    ts = _tensors("cartesian_prod", tensors)
+    if not ts:
+        raise ValueError("cartesian_prod: expected at least one tensor")
+    for t in ts:
+        if t.ndim != 1:
+            raise ValueError(f"cartesian_prod: expects 1-d tensors, got shape {t._shape}")
+    if len(ts) == 1:
+        return ts[0]
+    return stack([g.reshape(-1) for g in meshgrid(*ts)], 1)
+
+
+def _combinations_ref(x, r=2, with_replacement=False):
+    pick = itertools.combinations_with_replacement if with_replacement else \
+        itertools.combinations
+    idx = np.array(list(pick(range(len(x)), r)), np.int64).reshape(-1, r)
+    return x[idx]
+
+
+@composite("combinations", _combinations_ref, samples=lambda: [
+    ((_rand(4),), {}), ((_rand(4),), {"r": 3}), ((_rand(3),), {"with_replacement": True}),
+    ((_rand(2),), {"r": 3})])
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:
+    """The length-r combinations of a 1-d tensor's elements (itertools order), as the rows
+    of an (N, r) tensor.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.combinations(st.tensor([1, 2, 3])).tolist()
+        [[1, 2], [1, 3], [2, 3]]
+    """
+    expect_tensor("combinations", input)
+    r = _int("combinations", r, "r")
+    if input.ndim != 1:
+        raise ValueError(f"combinations: expects a 1-d tensor, got shape {input._shape}")
+    if r < 0:
+        raise ValueError(f"combinations: r must be non-negative, got {r}")
+    pick = itertools.combinations_with_replacement if with_replacement else \
+        itertools.combinations
+    idx = np.array(list(pick(range(input._shape[0]), r)), np.int64).reshape(-1)
+    sel = creation.tensor(idx, dtype=_dt.int64, device=input._device)
+    return index_select(input, 0, sel).reshape(-1, r)
+
+
+@_seq_composite("block_diag", lambda *xs: _block_diag_ref(xs), lambda: [
+    ((_rand(2, 2), _rand(1, 3, seed=1)), {}), ((_rand(2), _rand(), _rand(2, 1, seed=2)), {})])
+def block_diag(*tensors: Tensor) -> Tensor:
+    """A block-diagonal matrix with the given tensors (0-d, 1-d as a row, or 2-d) as blocks.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.block_diag(st.tensor([[1]]), st.tensor([[2, 3]])).tolist()
+        [[1, 0, 0], [0, 2, 3]]
+    """
+    ts = _tensors("block_diag", tensors)
+    if not ts:
+        return creation.zeros(1, 0)
+    blocks = []
+    for t in ts:
+        if t.ndim > 2:
+            raise ValueError(f"block_diag: input tensors must have 2 or fewer dimensions, got "
+                             f"shape {t._shape}")
+        blocks.append(t.reshape(1, -1) if t.ndim < 2 else t)
+    dt = blocks[0].dtype
+    for b in blocks[1:]:
+        dt = _dt.promote(dt, b.dtype)
+    cols = sum(b._shape[1] for b in blocks)
+    rows, left = [], 0
+    for b in blocks:
+        b = b if b.dtype is dt else cast(b, dt)
+        right = cols - left - b._shape[1]
+        rows.append(pad(b, (left, right)) if cols else b)
+        left += b._shape[1]
+    return cat(rows, 0)
+
+
+def _block_diag_ref(xs):
+    blocks = [np.atleast_2d(x) for x in xs]
+    out = np.zeros((sum(b.shape[0] for b in blocks), sum(b.shape[1] for b in blocks)),
+                   np.result_type(*blocks))
+    r = c = 0
+    for b in blocks:
+        out[r:r + b.shape[0], c:c + b.shape[1]] = b
+        r, c = r + b.shape[0], c + b.shape[1]
+    return out
+
+
+# ---- at least n dims, stacking, splitting ------------------------------------------------------
+
+
+def _atleast(op: str, tensors, fix) -> Tensor | tuple:
+    single = len(tensors) == 1 and isinstance(tensors[0], Tensor)
+    out = tuple(fix(t) for t in _tensors(op, tensors))
+    return out[0] if single else out
+
+
+def atleast_1d(*tensors: Tensor):
+    """Each tensor with at least 1 dimension (a 0-d one becomes shape (1,)); one tensor in,
+    one out, otherwise a tuple.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.atleast_1d(st.tensor(3)).shape
+        (1,)
+    """
+    return _atleast("atleast_1d", tensors, lambda t: t.reshape(1) if t.ndim == 0 else t)
+
+
+def atleast_2d(*tensors: Tensor):
+    """Each tensor with at least 2 dimensions (leading 1s added).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.atleast_2d(st.tensor([1, 2])).shape
+        (1, 2)
+    """
+    return _atleast("atleast_2d", tensors, lambda t: t.reshape(1, -1) if t.ndim < 2 else t)
+
+
+def _3d(t: Tensor) -> Tensor:
+    if t.ndim == 0:
+        return t.reshape(1, 1, 1)
+    if t.ndim == 1:
+        return t.reshape(1, -1, 1)
+    return t.unsqueeze(-1) if t.ndim == 2 else t
+
+
+def atleast_3d(*tensors: Tensor):
+    """Each tensor with at least 3 dimensions: (n,) becomes (1, n, 1), (m, n) becomes
+    (m, n, 1).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.atleast_3d(st.ones(2, 3)).shape
+        (2, 3, 1)
+    """
+    return _atleast("atleast_3d", tensors, _3d)
+
+
+def _stack_list(op: str, tensors) -> list:
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{op}: expected a list or tuple of Tensors, got "
+                        f"{type(tensors).__name__}")
+    if not tensors:
+        raise ValueError(f"{op}: expected a non-empty list of Tensors")
+    return _tensors(op, tensors)
+
+
+_two = lambda: [((_rand(2, 3), _rand(2, 3, seed=1)), {}), ((_rand(3), _rand(2, seed=1)), {})]  # noqa: E731
+
+
+@_seq_composite("hstack", lambda *xs: np.hstack(xs), _two)
+def hstack(tensors: Sequence[Tensor]) -> Tensor:
+    """Join along dim 1 (dim 0 for 1-d tensors).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.hstack([st.tensor([1, 2]), st.tensor([3])]).tolist()
+        [1, 2, 3]
+    """
+    ts = atleast_1d(*_stack_list("hstack", tensors))
+    return cat(list(ts), 0 if ts[0].ndim == 1 else 1)
+
+
+@_seq_composite("vstack", lambda *xs: np.vstack(xs), lambda: [
+    ((_rand(2, 3), _rand(1, 3, seed=1)), {}), ((_rand(3), _rand(3, seed=1)), {})])
+def vstack(tensors: Sequence[Tensor]) -> Tensor:
+    """Join along dim 0, 1-d tensors taken as rows (row_stack is the same).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.vstack([st.tensor([1, 2]), st.tensor([3, 4])]).tolist()
+        [[1, 2], [3, 4]]
+    """
+    return cat(list(atleast_2d(*_stack_list("vstack", tensors))), 0)
+
+
+row_stack = vstack
+
+
+@_seq_composite("dstack", lambda *xs: np.dstack(xs), lambda: [
+    ((_rand(2, 3), _rand(2, 3, seed=1)), {}), ((_rand(3), _rand(3, seed=1)), {})])
+def dstack(tensors: Sequence[Tensor]) -> Tensor:
+    """Join along dim 2, after making each tensor at least 3-d.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.dstack([st.tensor([1, 2]), st.tensor([3, 4])]).shape
+        (1, 2, 2)
+    """
+    return cat(list(atleast_3d(*_stack_list("dstack", tensors))), 2)
+
+
+@_seq_composite("column_stack", lambda *xs: np.column_stack(xs), lambda: [
+    ((_rand(3), _rand(3, 2, seed=1)), {}), ((_rand(3), _rand(3, seed=1)), {})])
+def column_stack(tensors: Sequence[Tensor]) -> Tensor:
+    """Join along dim 1, 0-d and 1-d tensors taken as columns.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.column_stack([st.tensor([1, 2]), st.tensor([3, 4])]).tolist()
+        [[1, 3], [2, 4]]
+    """
+    ts = _stack_list("column_stack", tensors)
+    return cat([t.reshape(-1, 1) if t.ndim < 2 else t for t in ts], 1)
+
+
+def _tensor_split_ref(x, indices_or_sections, dim=0):
+    return tuple(a.copy() for a in np.array_split(x, indices_or_sections, axis=dim))
+
+
+@composite("tensor_split", _tensor_split_ref, method=True, samples=lambda: [
+    ((_rand(7, 2), 3), {}), ((_rand(2, 5), [1, 3], 1), {}), ((_rand(4), [3, 1, 6]), {}),
+    ((_rand(2, 3), 4, -1), {})])
+def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
+    """Views of input along dim: an int n makes n parts whose sizes differ by at most one
+    (the first ones larger); a list of indices splits before each index.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> [t.tolist() for t in st.tensor_split(st.arange(5), 2)]
+        [[0, 1, 2], [3, 4]]
+    """
+    expect_tensor("tensor_split", input)
+    d = _wrap_dim(dim, input.ndim, "tensor_split")
+    n = input._shape[d] if input.ndim else 1
+    spec = indices_or_sections
+    if isinstance(spec, Tensor):
+        if spec.dtype.is_floating_point or spec.ndim > 1:
+            raise TypeError("tensor_split: indices_or_sections must be a 0-d or 1-d integer "
+                            f"tensor, got {spec.dtype.name} of shape {spec._shape}")
+        spec = spec.item() if spec.ndim == 0 else spec.tolist()
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        if spec <= 0:
+            raise ValueError(f"tensor_split: number of sections must be larger than 0, got "
+                             f"{spec}")
+        q, r = divmod(n, int(spec))
+        bounds = list(itertools.accumulate([q + 1] * r + [q] * (int(spec) - r), initial=0))
+    elif isinstance(spec, (list, tuple)):
+        idx = [_int("tensor_split", i, "indices") for i in spec]
+        bounds = [0] + [min(max(i if i >= 0 else i + n, 0), n) for i in idx] + [n]
+    else:
+        raise TypeError(f"tensor_split: indices_or_sections must be an int or a list of ints, "
+                        f"got {type(spec).__name__}")
+    return tuple(narrow(input, d, a, max(b - a, 0)) if b > a else narrow(input, d, min(a, n), 0)
+                 for a, b in zip(bounds, bounds[1:]))
+
+
+# ---- sets and counts ---------------------------------------------------------------------------
+
+
+class _Runs(NamedTuple):
+    values: Tensor    # the distinct values (rows when dim is given)
+    first: Tensor     # the position in input of each one's first occurrence
+    inverse: Tensor   # for each element (slice) of input, the position of its value
+    counts: Tensor
+
+
+def _distinct(op: str, x: Tensor, dim, consecutive: bool) -> _Runs:
+    """The runs of equal elements (slices along dim) of x, after a stable sort unless
+    consecutive: what unique, unique_consecutive and ONNX's Unique are made of."""
+    expect_tensor(op, x)
+    if dim is None:
+        d, rows = None, x.reshape(-1, 1)
+    else:
+        d = _wrap_dim(dim, x.ndim, op)
+        rows = movedim(x, d, 0).reshape(x._shape[d] if x.ndim else 1, -1)
+    n, k = rows._shape
+    perm = _arange(n, x)
+    if not consecutive:  # lexicographic order of the rows: stable sorts from the last column
+        for c in reversed(range(k)):
+            perm = index_select(perm, 0, sort(index_select(rows[:, c], 0, perm),
+                                              stable=True).indices)
+    srt = index_select(rows, 0, perm)
+    new = creation.ones(n, dtype=_dt.bool_, device=x._device)
+    if n > 1 and k:
+        new = cat([new[:1], (srt[1:] != srt[:-1]).any(1)])
+    elif n > 1:
+        new = cat([new[:1], creation.zeros(n - 1, dtype=_dt.bool_, device=x._device)])
+    starts = nonzero(new).reshape(-1)
+    group = cast(new, _dt.int64).cumsum(0) - 1
+    inverse = scatter(creation.zeros(n, dtype=_dt.int64, device=x._device), 0, perm, group)
+    ends = cat([starts[1:], creation.full((1,), n, dtype=_dt.int64, device=x._device)])
+    counts = ends - starts
+    vals = index_select(srt, 0, starts)
+    if d is None:
+        return _Runs(vals.reshape(-1), index_select(perm, 0, starts),
+                     inverse.reshape(*x._shape), counts)
+    vals = movedim(vals.reshape(-1, *(x._shape[:d] + x._shape[d + 1:])), 0, d)
+    return _Runs(vals, index_select(perm, 0, starts), inverse, counts)
+
+
+def _set_result(r: _Runs, return_inverse: bool, return_counts: bool):
+    vals = r.values.detach()
+    if not (return_inverse or return_counts):
+        return vals
+    return (vals,) + ((r.inverse,) if return_inverse else ()) + (
+        (r.counts,) if return_counts else ())
+
+
+def _unique_ref(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    out = np.unique(x, return_inverse=return_inverse, return_counts=return_counts, axis=dim)
+    if isinstance(out, tuple) and return_inverse and dim is not None:
+        out = (out[0], out[1].reshape(-1)) + out[2:]
+    return out
+
+
+def _set_samples():
+    r = np.random.default_rng(5)
+    a = r.integers(0, 4, (3, 4)).astype(np.float64)
+    return [((a,), {}), ((a,), {"return_inverse": True, "return_counts": True}),
+            ((a,), {"dim": 1, "return_inverse": True, "return_counts": True}),
+            ((a.astype(np.int64),), {"dim": 0, "return_counts": True}),
+            ((np.zeros(0),), {"return_counts": True}), ((np.array(2.0),), {})]
+
+
+@composite("unique", _unique_ref, differentiable=False, method=True,
+           dtypes=("float32", "float64", "int64"), samples=_set_samples)
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,
+           return_counts: bool = False, dim: int | None = None):
+    """The distinct elements of input (flattened), or with dim the distinct slices along
+    dim, in ascending (lexicographic) order; with return_inverse also where each element
+    (slice) of input went, with return_counts how often each occurs. The values are always
+    sorted (as PyTorch's CUDA kernel does), whatever `sorted` says.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> v, inv = st.unique(st.tensor([3, 1, 3]), return_inverse=True)
+        >>> v.tolist(), inv.tolist()
+        ([1, 3], [1, 0, 1])
+    """
+    return _set_result(_distinct("unique", input, dim, False), return_inverse, return_counts)
+
+
+def _unique_consecutive_ref(x, return_inverse=False, return_counts=False, dim=None):
+    a = np.moveaxis(x, dim, 0) if dim is not None else x.reshape(-1)
+    rows = a.reshape(len(a), int(np.prod(a.shape[1:])))
+    new = np.ones(len(a), bool)
+    new[1:] = (rows[1:] != rows[:-1]).any(1)
+    starts = np.flatnonzero(new)
+    vals = a[starts] if dim is None else np.moveaxis(a[starts], 0, dim)
+    out = [vals]
+    if return_inverse:
+        inv = np.cumsum(new) - 1
+        out.append(inv.reshape(x.shape) if dim is None else inv)
+    if return_counts:
+        out.append(np.diff(np.append(starts, len(a))))
+    return tuple(out) if len(out) > 1 else vals
+
+
+@composite("unique_consecutive", _unique_consecutive_ref, differentiable=False, method=True,
+           dtypes=("float32", "float64", "int64"),
+           samples=lambda: [(args, {k: v for k, v in kw.items() if k != "sorted"})
+                            for args, kw in _set_samples()])
+def unique_consecutive(input: Tensor, return_inverse: bool = False, return_counts: bool = False,
+                       dim: int | None = None):
+    """unique without the sort: each run of equal consecutive elements (slices along dim)
+    becomes one.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.unique_consecutive(st.tensor([1, 1, 2, 1])).tolist()
+        [1, 2, 1]
+    """
+    return _set_result(_distinct("unique_consecutive", input, dim, True), return_inverse,
+                       return_counts)
+
+
+def _int_input(op: str, x) -> Tensor:
+    expect_tensor(op, x)
+    if x.dtype.is_floating_point or x.dtype is _dt.bool_:
+        raise TypeError(f"{op}: expected an integer tensor, got {x.dtype.name}")
+    return x if x.dtype is _dt.int64 else cast(x, _dt.int64)
+
+
+def _bincount_ref(x, weights=None, minlength=0):
+    return np.bincount(x, weights, minlength)
+
+
+def _bincount_samples():
+    r = np.random.default_rng(6)
+    x = r.integers(0, 5, 8)
+    return [((x,), {}), ((x,), {"minlength": 9}), ((x, r.standard_normal(8)), {}),
+            ((np.zeros(0, np.int64),), {"minlength": 2})]
+
+
+@composite("bincount", _bincount_ref, differentiable=False, method=True,
+           samples=_bincount_samples)
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """How often each value 0..max(input) occurs in a 1-d non-negative integer tensor (at
+    least minlength bins); with weights, the sum of the weights of each value instead.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.bincount(st.tensor([0, 2, 2])).tolist()
+        [1, 0, 2]
+    """
+    x = _int_input("bincount", input)
+    minlength = _int("bincount", minlength, "minlength")
+    if x.ndim != 1:
+        raise ValueError(f"bincount: input must be 1-d, got shape {x._shape}")
+    if minlength < 0:
+        raise ValueError(f"bincount: minlength should be >= 0, got {minlength}")
+    n = x._shape[0]
+    if n and x.amin().item() < 0:
+        raise ValueError("bincount: input must contain only non-negative values")
+    size = max(int(x.amax().item()) + 1 if n else 0, minlength)
+    if weights is None:
+        src = creation.ones(n, dtype=_dt.int64, device=x._device)
+    else:
+        expect_tensor("bincount", weights, "weights")
+        check_same_device("bincount", x, weights)
+        if weights._shape != x._shape:
+            raise ValueError(f"bincount: weights should have the same shape as input, got "
+                             f"{weights._shape} and {x._shape}")
+        src = weights if weights.dtype.is_floating_point else cast(weights, _dt.float64)
+    return scatter_add(creation.zeros(size, dtype=src.dtype, device=x._device), 0, x, src)
+
+
+def _float_input(op: str, x) -> Tensor:
+    expect_tensor(op, x)
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{op}: expected a floating point tensor, got {x.dtype.name}")
+    return x
+
+
+def _bin_counts(x: Tensor, lo: float, hi: float, bins: int, weight=None) -> Tensor:
+    """Counts (weight sums) of x in `bins` equal bins over [lo, hi], hi in the last one."""
+    flat = x.reshape(-1)
+    inside = (flat >= lo) & (flat <= hi)
+    pos = ((flat - lo) * (bins / (hi - lo))).floor().clamp(0, bins - 1)
+    pos = cast(where(inside, pos, 0.0), _dt.int64)
+    w = cast(inside, x.dtype) if weight is None else where(inside, weight.reshape(-1), 0.0)
+    return scatter_add(creation.zeros(bins, dtype=x.dtype, device=x._device), 0, pos, w)
+
+
+def _range_of(op: str, x: Tensor, lo: float, hi: float) -> tuple:
+    if lo > hi:
+        raise ValueError(f"{op}: max must be larger than min, got min {lo} and max {hi}")
+    if lo == hi and x.numel():
+        lo, hi = float(x.amin().item()), float(x.amax().item())
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"{op}: range of [{lo}, {hi}] is not finite")
+    if lo == hi:
+        lo, hi = lo - 1.0, hi + 1.0
+    return lo, hi
+
+
+def _histc_ref(x, bins=100, min=0.0, max=0.0):
+    lo, hi = (min, max) if min != max else (x.min(), x.max()) if x.size else (min, max)
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    return np.histogram(x, bins, range=(lo, hi))[0].astype(x.dtype)
+
+
+@composite("histc", _histc_ref, differentiable=False, method=True, samples=lambda: [
+    ((_rand(20),), {"bins": 5}), ((_rand(4, 5),), {"bins": 4, "min": -1.0, "max": 1.0}),
+    ((np.full(3, 2.0),), {"bins": 2})])
+def histc(input: Tensor, bins: int = 100, min: float = 0.0, max: float = 0.0) -> Tensor:
+    """Counts of input's elements in `bins` equal-width bins over [min, max] (the data's
+    own range when min == max); elements outside are ignored. The result has input's dtype.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.histc(st.tensor([1.0, 2.0, 1.0]), bins=4, min=0.0, max=3.0).tolist()
+        [0.0, 2.0, 1.0, 0.0]
+    """
+    x = _float_input("histc", input)
+    bins = _int("histc", bins, "bins")
+    if bins <= 0:
+        raise ValueError(f"histc: bins must be > 0, got {bins}")
+    lo, hi = _range_of("histc", x, float(min), float(max))
+    return _bin_counts(x, lo, hi, bins)
+
+
+class HistogramResult(NamedTuple):
+    hist: Tensor
+    bin_edges: Tensor
+
+
+def _histogram_ref(x, bins, *, range=None, weight=None, density=False):
+    h, e = np.histogram(x, bins, range=range, weights=weight, density=density)
+    return h.astype(x.dtype), e.astype(x.dtype)
+
+
+@composite("histogram", _histogram_ref, differentiable=False, samples=lambda: [
+    ((_rand(20), 5), {}), ((_rand(20), 4), {"range": (-1.0, 1.0), "density": True}),
+    ((_rand(10), np.array([-1.0, 0.0, 0.5, 2.0])), {})])
+def histogram(input: Tensor, bins=100, *, range=None, weight=None, density: bool = False):
+    """(hist, bin_edges): counts of input's elements in bins, given as a number of equal bins
+    over `range` (the data's range by default) or as a 1-d tensor of increasing edges; with
+    weight, sums of weights; with density, normalised to integrate to 1.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> h, e = st.histogram(st.tensor([1.0, 2.0, 1.0]), bins=2)
+        >>> h.tolist(), e.tolist()
+        ([2.0, 1.0], [1.0, 1.5, 2.0])
+    """
+    x = _float_input("histogram", input)
+    if weight is not None:
+        expect_tensor("histogram", weight, "weight")
+        if weight._shape != x._shape:
+            raise ValueError(f"histogram: weight should have the same shape as input, got "
+                             f"{weight._shape} and {x._shape}")
+    if isinstance(bins, Tensor):
+        if bins.ndim != 1 or bins.numel() < 2:
+            raise ValueError(f"histogram: bins must be a 1-d tensor of at least 2 edges, got "
+                             f"shape {bins._shape}")
+        edges = cast(bins, x.dtype)
+        nb = edges._shape[0] - 1
+        flat = x.reshape(-1)
+        pos = searchsorted(edges, flat, right=True) - 1
+        inside = (flat >= edges[0]) & (flat <= edges[-1])
+        pos = where(pos >= nb, pos - 1, pos).clamp(0, max(nb - 1, 0))
+        w = cast(inside, x.dtype) if weight is None else where(inside, weight.reshape(-1), 0.0)
+        hist = scatter_add(creation.zeros(nb, dtype=x.dtype, device=x._device), 0, pos, w)
+    else:
+        nb = _int("histogram", bins, "bins")
+        if nb <= 0:
+            raise ValueError(f"histogram: bins must be > 0, got {nb}")
+        lo, hi = (0.0, 0.0) if range is None else (float(range[0]), float(range[1]))
+        lo, hi = _range_of("histogram", x, lo, hi)
+        edges = creation.linspace(lo, hi, nb + 1, dtype=x.dtype, device=x._device)
+        hist = _bin_counts(x, lo, hi, nb, weight)
+    if density:
+        widths = edges[1:] - edges[:-1]
+        hist = hist / (hist.sum() * widths)
+    return HistogramResult(hist, edges)
+
+
+def _searchsorted_ref(seq, values, *, out_int32=False, right=False, side=None, sorter=None):
+    side = side or ("right" if right else "left")
+    if sorter is not None:
+        seq = np.take_along_axis(seq, sorter, -1)
+    if seq.ndim == 1:
+        out = np.searchsorted(seq, values, side=side)
+    else:
+        out = np.stack([np.searchsorted(s, v, side=side) for s, v in
+                        zip(seq.reshape(-1, seq.shape[-1]), values.reshape(-1, values.shape[-1]))]
+                       ).reshape(values.shape)
+    return out.astype(np.int32 if out_int32 else np.int64)
+
+
+def _searchsorted_samples():
+    r = np.random.default_rng(8)
+    seq = np.sort(r.integers(-3, 4, 6)).astype(np.float64)
+    v = r.integers(-4, 5, (2, 3)).astype(np.float64)
+    rows = np.sort(r.standard_normal((2, 5)), -1)
+    return [((seq, v), {}), ((seq, v), {"right": True}), ((seq, v), {"side": "right"}),
+            ((rows, r.standard_normal((2, 3))), {"out_int32": True})]
+
+
+@composite("searchsorted", _searchsorted_ref, differentiable=False,
+           samples=_searchsorted_samples)
+def searchsorted(sorted_sequence: Tensor, input, *, out_int32: bool = False, right: bool = False,
+                 side: str | None = None, sorter: Tensor | None = None) -> Tensor:
+    """For each value of input, the index in sorted_sequence's last dimension where it would
+    be inserted to keep the order: before equal values (side="left") or after them
+    (right=True / side="right"). An N-d sequence pairs its rows with input's rows; sorter
+    sorts an unsorted sequence. An unsorted sequence gives unspecified indices, no error.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.searchsorted(st.tensor([1, 3, 5]), st.tensor([3, 6])).tolist()
+        [1, 3]
+    """
+    seq = expect_tensor("searchsorted", sorted_sequence, "sorted_sequence")
+    if side is not None:
+        if side not in ("left", "right"):
+            raise ValueError(f"searchsorted: side can only be 'left' or 'right', got {side!r}")
+        if right and side == "left":
+            raise ValueError("searchsorted: side and right can't be set to opposites, got side "
+                             "of left while right was True")
+        right = side == "right"
+    if seq.ndim == 0:
+        raise ValueError("searchsorted: sorted_sequence must have at least 1 dimension")
+    scalar = not isinstance(input, Tensor)
+    v = creation.scalar_tensor(input, seq.dtype, seq._device) if scalar else input
+    check_same_device("searchsorted", seq, v)
+    if sorter is not None:
+        sorter = _index_arg("searchsorted", sorter, seq)
+        if sorter._shape != seq._shape:
+            raise ValueError(f"searchsorted: sorter and sorted_sequence must have the same "
+                             f"shape, got {sorter._shape} and {seq._shape}")
+        seq = gather(seq, -1, sorter)
+    if seq.ndim > 1 and (v.ndim != seq.ndim or v._shape[:-1] != seq._shape[:-1]):
+        raise ValueError(f"searchsorted: sorted_sequence {seq._shape} and input {v._shape} "
+                         "must have the same leading dimensions")
+    if seq.dtype is not v.dtype:
+        dt = _dt.promote(seq.dtype, v.dtype)
+        seq, v = cast(seq, dt), cast(v, dt)
+    if seq.ndim == 1:
+        s, vv = seq, v.unsqueeze(-1)
+    else:
+        s, vv = seq.unsqueeze(-2), v.unsqueeze(-1)
+    below = (s <= vv) if right else (s < vv)
+    out = cast(below, _dt.int64).sum(-1)
+    return cast(out, _dt.int32) if out_int32 else out
+
+
+def _bucketize_ref(x, boundaries, *, out_int32=False, right=False):
+    out = np.searchsorted(boundaries, x, side="right" if right else "left")
+    return out.astype(np.int32 if out_int32 else np.int64)
+
+
+@composite("bucketize", _bucketize_ref, differentiable=False, samples=lambda: [
+    ((np.array([[1.0, 3.0], [5.0, 0.0]]), np.array([1.0, 3.0, 4.0])), {}),
+    ((np.array([[1.0, 3.0], [5.0, 0.0]]), np.array([1.0, 3.0, 4.0])), {"right": True})])
+def bucketize(input, boundaries: Tensor, *, out_int32: bool = False,
+              right: bool = False) -> Tensor:
+    """The bucket of each value of input given increasing 1-d boundaries: i with
+    boundaries[i-1] < x <= boundaries[i] (with right=True, boundaries[i-1] <= x <
+    boundaries[i]).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.bucketize(st.tensor([1, 4]), st.tensor([1, 3, 5])).tolist()
+        [0, 2]
+    """
+    expect_tensor("bucketize", boundaries, "boundaries")
+    if boundaries.ndim != 1:
+        raise ValueError(f"bucketize: boundaries must be 1-d, got shape {boundaries._shape}")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+# ---- broadcasting and comparison ---------------------------------------------------------------
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """The shape that tensors of the given shapes (tuples or ints) broadcast to.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.broadcast_shapes((2, 1), (3,))
+        (2, 3)
+    """
+    norm = []
+    for s in shapes:
+        s = (s,) if isinstance(s, (int, np.integer)) else tuple(s)
+        for n in s:
+            if not isinstance(n, (int, np.integer)) or n < 0:
+                raise ValueError(f"broadcast_shapes: sizes must be non-negative ints, got {s}")
+        norm.append(tuple(int(n) for n in s))
+    return _bshapes(*norm, op="broadcast_shapes") if norm else ()
+
+
+@composite("broadcast_tensors", lambda *xs: tuple(a.copy() for a in np.broadcast_arrays(*xs)),
+           samples=lambda: [((_rand(2, 1), _rand(3, seed=1)), {}),
+                            ((_rand(), _rand(2, 2, seed=1), _rand(1, 2, seed=2)), {})])
+def broadcast_tensors(*tensors: Tensor) -> tuple:
+    """The tensors expanded (as views) to their common broadcast shape.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> [t.shape for t in st.broadcast_tensors(st.ones(2, 1), st.ones(3))]
+        [(2, 3), (2, 3)]
+    """
+    ts = _tensors("broadcast_tensors", tensors)
+    shape = _bshapes(*(t._shape for t in ts), op="broadcast_tensors")
+    return tuple(expand(t, *shape) for t in ts)
+
+
+@composite("isclose", lambda a, b, rtol=1e-5, atol=1e-8, equal_nan=False: np.isclose(
+    a, b, rtol=rtol, atol=atol, equal_nan=equal_nan), kind="binary", differentiable=False,
+    method=True)
+def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08,
+            equal_nan: bool = False) -> Tensor:
+    """Elementwise |input - other| <= atol + rtol * |other| (broadcast), or equal (so equal
+    infinities match); NaNs match each other only with equal_nan.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.isclose(st.tensor([1.0, 2.0]), st.tensor([1.0 + 1e-9, 2.1])).tolist()
+        [True, False]
+    """
+    expect_tensor("isclose", input)
+    if rtol < 0 or atol < 0:
+        raise ValueError(f"isclose: rtol and atol must be non-negative, got rtol={rtol} and "
+                         f"atol={atol}")
+    if isinstance(other, Tensor):
+        check_same_device("isclose", input, other)
+        if input.dtype is not other.dtype and (input.dtype is _dt.bool_) != (
+                other.dtype is _dt.bool_):
+            raise TypeError(f"isclose: {input.dtype.name} and {other.dtype.name} can't be "
+                            "compared")
+    out = input == other
+    if input.dtype.is_floating_point or (isinstance(other, Tensor) and
+                                         other.dtype.is_floating_point) or \
+            isinstance(other, float):
+        diff = (input - other).abs()
+        if isinstance(other, Tensor):
+            close = (diff <= other.abs() * rtol + atol) & other.isfinite()
+        else:
+            close = diff <= abs(other) * rtol + atol if math.isfinite(other) else False
+        out = out | close
+        if equal_nan and isinstance(other, Tensor):
+            out = out | (input.isnan() & other.isnan())
+        elif equal_nan and math.isnan(other):
+            out = out | input.isnan()
+    elif rtol or atol:
+        diff = (cast(input, _dt.float64) - other).abs()
+        other_f = cast(other, _dt.float64) if isinstance(other, Tensor) else float(other)
+        out = out | (diff <= abs(other_f) * rtol + atol)
+    return out
+
+
+@tensor_method()
+def allclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
+    """Whether isclose holds for every element (a Python bool).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.allclose(st.tensor([1.0, 2.0]), st.tensor([1.0, 2.0 + 1e-7]))
+        True
+    """
+    return bool(isclose(input, other, rtol, atol, equal_nan).all().item())
+
+
+# ---- index reads and writes --------------------------------------------------------------------
+
+
+def _take_ref(x, index):
+    return np.take(x, index)
+
+
+@composite("take", _take_ref, method=True, samples=lambda: [
+    ((_rand(3, 4), np.array([[0, 11], [-1, 5]])), {}), ((_rand(5), np.array(2)), {})])
+def take(input: Tensor, index: Tensor) -> Tensor:
+    """The elements of input, taken as 1-d, at flat positions index (negatives count from the
+    end); the result has index's shape.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.take(st.tensor([[1, 2], [3, 4]]), st.tensor([0, 3])).tolist()
+        [1, 4]
+    """
+    expect_tensor("take", input)
+    index = _index_arg("take", index, input)
+    flat = input.reshape(-1)
+    idx = _check_bounds("take", index.reshape(-1), 0, flat._shape[0], True)
+    return index_select(flat, 0, idx).reshape(*index._shape)
+
+
+def _dim_index(op: str, x: Tensor, dim, index) -> tuple:
+    expect_tensor(op, x)
+    d = _wrap_dim(dim, x.ndim, op)
+    index = _index_arg(op, index, x)
+    if index.ndim > 1:
+        raise IndexError(f"{op}: index should have at most 1 dimension, got shape {index._shape}")
+    n = x._shape[d] if x.ndim else 1
+    return d, _check_bounds(op, index.reshape(-1), d, n, False)
+
+
+def _index_copy_ref(x, dim, index, source):
+    out = x.copy()
+    sl = [slice(None)] * x.ndim
+    for i, j in enumerate(index):
+        sl[dim] = j
+        out[tuple(sl)] = np.take(source, i, axis=dim)
+    return out
+
+
+@composite("index_copy", _index_copy_ref, method=True, inplace=True, samples=lambda: [
+    ((_rand(5, 3), 0, np.array([4, 0, 2]), _rand(3, 3, seed=1)), {}),
+    ((_rand(2, 4), -1, np.array([1]), _rand(2, 1, seed=1)), {})])
+def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    """A copy of input whose slices index[i] along dim are source's slices i.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.zeros(3).index_copy(0, st.tensor([2, 0]), st.tensor([5.0, 6.0])).tolist()
+        [6.0, 0.0, 5.0]
+    """
+    d, idx = _dim_index("index_copy", input, dim, index)
+    expect_tensor("index_copy", source, "source")
+    want = input._shape[:d] + (idx._shape[0],) + input._shape[d + 1:] if input.ndim else ()
+    if source._shape != want and not (input.ndim == 0 and source.numel() == 1):
+        raise ValueError(f"index_copy: source should have shape {want}, got {source._shape} "
+                         f"(input {input._shape}, {idx._shape[0]} indices along dim {d})")
+    if input.ndim == 0:
+        return where(creation.tensor(idx.numel() > 0, device=input._device),
+                     source.reshape(()), input)
+    shape = [1] * input.ndim
+    shape[d] = -1
+    src = source if source.dtype is input.dtype else cast(source, input.dtype)
+    return scatter(input, d, expand(idx.reshape(*shape), *want), src)
+
+
+def _index_fill_ref(x, dim, index, value):
+    out = x.copy()
+    sl = [slice(None)] * x.ndim
+    sl[dim] = index
+    out[tuple(sl)] = value
+    return out
+
+
+@composite("index_fill", _index_fill_ref, method=True, inplace=True, samples=lambda: [
+    ((_rand(4, 3), 0, np.array([3, 1]), 2.5), {}), ((_rand(2, 3), 1, np.array([0, 0]), -1.0), {}),
+    ((_rand(2, 3), 1, np.array([2]), _rand(seed=4)), {})])
+def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
+    """A copy of input with the slices index along dim set to value (a number or a 0-d
+    tensor).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.zeros(2, 2).index_fill(1, st.tensor([1]), 7.0).tolist()
+        [[0.0, 7.0], [0.0, 7.0]]
+    """
+    d, idx = _dim_index("index_fill", input, dim, index)
+    if isinstance(value, Tensor) and value.ndim != 0:
+        raise ValueError(f"index_fill: only supports a 0-dimensional value tensor, got shape "
+                         f"{value._shape}")
+    n = input._shape[d] if input.ndim else 1
+    hit = scatter(creation.zeros(n, dtype=_dt.bool_, device=input._device), 0, idx,
+                  creation.ones(idx._shape, dtype=_dt.bool_, device=input._device))
+    shape = [1] * input.ndim
+    if input.ndim:
+        shape[d] = n
+    mask = hit.reshape(*shape)
+    if isinstance(value, Tensor):
+        return where(mask, cast(value, input.dtype) if value.dtype is not input.dtype
+                     else value, input)
+    return input.masked_fill(mask, value)
+
+
+_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _scatter_reduce_ref(x, dim, index, src, reduce, *, include_self=True):
+    out = x.astype(np.float64).copy()
+    groups: dict = {}
+    for pos in np.ndindex(*index.shape):
+        dst = list(pos)
+        dst[dim] = index[pos]
+        groups.setdefault(tuple(dst), []).append(src[pos])
+    fn = {"sum": np.sum, "prod": np.prod, "mean": np.mean, "amax": np.max, "amin": np.min}
+    for dst, vals in groups.items():
+        out[dst] = fn[reduce](vals + ([x[dst]] if include_self else []))
+    return out.astype(x.dtype)
+
+
+def _scatter_reduce_samples():
+    r = np.random.default_rng(9)
+    idx = r.integers(0, 3, (4, 2))
+    x, s = r.standard_normal((3, 3)), r.standard_normal((5, 2))
+    return [((x, 0, idx, s, red), {"include_self": inc}) for red in _REDUCTIONS
+            for inc in (True, False)] + [((x, 1, idx[:3] % 2, s, "amax"), {})]
+
+
+@composite("scatter_reduce", _scatter_reduce_ref, method=True, inplace=True,
+           samples=_scatter_reduce_samples)
+def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                   include_self: bool = True) -> Tensor:
+    """A copy of input where each src[i][j] (dim=0) is combined into position index[i][j]
+    with `reduce` ("sum", "prod", "mean", "amax", "amin"); include_self=False leaves input's
+    own values out of the positions that receive any src value.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.tensor([1.0, 2.0])
+        >>> x.scatter_reduce(0, st.tensor([0, 0, 1]), st.tensor([5.0, 3.0, 1.0]), "amax").tolist()
+        [5.0, 2.0]
+    """
+    op = "scatter_reduce"
+    expect_tensor(op, input)
+    expect_tensor(op, src, "src")
+    if reduce not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduce argument must be one of {', '.join(_REDUCTIONS)}, got "
+                         f"{reduce!r}")
+    index = _index_arg(op, index, input)
+    d = _wrap_dim(dim, input.ndim, op)
+    if not (index.ndim == input.ndim == src.ndim):
+        raise ValueError(f"{op}: index {index._shape}, self {input._shape} and src "
+                         f"{src._shape} should have the same number of dimensions")
+    for e, k in enumerate(index._shape):
+        if k > src._shape[e] or (e != d and k > input._shape[e]):
+            raise ValueError(f"{op}: index {index._shape} is larger than src {src._shape} or "
+                             f"self {input._shape} in dimension {e}")
+    _check_bounds(op, index, d, input._shape[d] if input.ndim else 1, False)
+    for e, k in enumerate(index._shape):
+        if k != src._shape[e]:
+            src = narrow(src, e, 0, k)
+    if src.dtype is not input.dtype:
+        src = cast(src, input.dtype)
+    fdt = input.dtype if input.dtype.is_floating_point else _dt.float64
+    hits = scatter_add(creation.zeros(input._shape, dtype=fdt, device=input._device), d,
+                       index, creation.ones(index._shape, dtype=fdt, device=input._device))
+    touched = hits > 0
+    if reduce in ("sum", "mean"):
+        base = input if include_self else input.masked_fill(touched, 0)
+        total = scatter_add(base, d, index, src)
+        if reduce == "sum":
+            return total
+        cnt = hits + 1.0 if include_self else hits.clamp(min=1.0)
+        mean = total / cnt if input.dtype.is_floating_point else \
+            cast((cast(total, fdt) / cnt).floor(), input.dtype)
+        return where(touched, mean, input)
+    # amax, amin, prod: a dense (index..., out size along dim) mask, reduced over index's dim
+    n = input._shape[d]
+    cls = _arange(n, input).reshape(*([1] * index.ndim), n)
+    m = index.unsqueeze(-1) == cls
+    v = src.unsqueeze(-1)
+    if reduce == "prod":
+        part = where(m, v, creation.ones((), dtype=input.dtype, device=input._device)).prod(d)
+    else:
+        info = np.finfo if input.dtype.is_floating_point else np.iinfo
+        fill = -math.inf if reduce == "amax" else math.inf
+        if not input.dtype.is_floating_point:
+            fill = int(info(np.int64).min if reduce == "amax" else info(np.int64).max)
+        filled = where(m, v, creation.full((), fill, dtype=input.dtype, device=input._device))
+        part = filled.amax(d) if reduce == "amax" else filled.amin(d)
+    part = movedim(part, -1, d)  # shape index's, with the out size along dim
+    region = part._shape
+    if region != input._shape:  # index covers a corner of input: pad the rest back
+        widths: list = []
+        for e in reversed(range(input.ndim)):
+            widths += [0, input._shape[e] - region[e]]
+        part = pad(part, widths)
+    if include_self:
+        both = {"prod": lambda a, b: a * b, "amax": lambda a, b: where(a >= b, a, b),
+                "amin": lambda a, b: where(a <= b, a, b)}[reduce]
+        part = both(input, part)
+    return where(touched, part, input)
+
+
+def _rot90_ref(x, k=1, dims=(0, 1)):
+    return np.rot90(x, k, dims).copy()
+
+
+@composite("rot90", _rot90_ref, method=True, samples=lambda: [
+    ((_rand(2, 3),), {}), ((_rand(2, 3, 4),), {"k": 2, "dims": [1, 2]}),
+    ((_rand(2, 3),), {"k": -1}), ((_rand(2, 3),), {"k": 3, "dims": [1, 0]})])
+def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
+    """input rotated by 90 degrees k times in the plane of dims, from the first dim towards
+    the second.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.rot90(st.tensor([[1, 2], [3, 4]])).tolist()
+        [[2, 4], [1, 3]]
+    """
+    expect_tensor("rot90", input)
+    k = _int("rot90", k, "k")
+    if len(dims) != 2:
+        raise ValueError(f"rot90: expected total rotation dims == 2, got {len(dims)}")
+    if input.ndim < 2:
+        raise ValueError(f"rot90: expected total dims >= 2, got {input.ndim}")
+    d0, d1 = (_wrap_dim(d, input.ndim, "rot90") for d in dims)
+    if d0 == d1:
+        raise ValueError(f"rot90: rotation dims must be different, got {list(dims)}")
+    k %= 4
+    if k == 0:
+        return input.clone()
+    if k == 2:
+        return flip(input, [d0, d1])
+    return flip(input, [d1 if k == 1 else d0]).transpose(d0, d1)
+
+
+def _unfold_ref(x, dimension, size, step):
+    x = x.reshape(1) if x.ndim == 0 else x
+    d = dimension % x.ndim
+    n = (x.shape[d] - size) // step + 1
+    parts = [np.take(x, np.arange(i * step, i * step + size), axis=d) for i in range(n)]
+    return np.moveaxis(np.stack(parts, d), d + 1, -1)
+
+
+@composite("tensor_unfold", _unfold_ref, method="unfold", samples=lambda: [
+    ((_rand(7), 0, 2, 2), {}), ((_rand(3, 5), 1, 3, 1), {}), ((_rand(4, 2), 0, 4, 3), {})])
+def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """All windows of `size` elements along dimension, `step` apart: that dimension becomes
+    the number of windows and a new last dimension of length size holds each window.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.arange(5).unfold(0, 2, 2).tolist()
+        [[0, 1], [2, 3]]
+    """
+    expect_tensor("unfold", input)
+    size, step = _int("unfold", size, "size"), _int("unfold", step, "step")
+    d = _wrap_dim(dimension, input.ndim, "unfold")
+    x = input.reshape(1) if input.ndim == 0 else input
+    n = x._shape[d]
+    if size < 0 or size > n:
+        raise RuntimeError(f"unfold: maximum size for tensor at dimension {d} is {n} but size "
+                           f"is {size}")
+    if step <= 0:
+        raise RuntimeError(f"unfold: step is {step} but must be > 0")
+    count = (n - size) // step + 1
+    idx = (_arange(count, x) * step).reshape(count, 1) + _arange(size, x)
+    y = index_select(x, d, idx.reshape(-1))
+    y = y.reshape(*x._shape[:d], count, size, *x._shape[d + 1:])
+    y = movedim(y, d + 1, -1)
+    return y.reshape(size) if input.ndim == 0 else y
+
+
+def _masked_scatter_ref(x, mask, source):
+    out = x.copy()
+    m = np.broadcast_to(mask, x.shape)
+    out[m] = source.reshape(-1)[:int(m.sum())]
+    return out
+
+
+@composite("masked_scatter", _masked_scatter_ref, method=True, inplace=True, samples=lambda: [
+    ((_rand(3, 4), _rand(3, 4, seed=2) > 0, _rand(12, seed=1)), {}),
+    ((_rand(3, 4), _rand(4, seed=2) > 0, _rand(4, 4, seed=1)), {})])
+def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """A copy of input whose positions where mask (broadcast) is true take source's elements
+    in order.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.zeros(4)
+        >>> x.masked_scatter(st.tensor([True, False, True, False]), st.tensor([1.0, 2.0])).tolist()
+        [1.0, 0.0, 2.0, 0.0]
+    """
+    op = "masked_scatter"
+    expect_tensor(op, input)
+    expect_tensor(op, source, "source")
+    if mask.__class__ is not Tensor or mask.dtype is not _dt.bool_:
+        got = mask.dtype.name if mask.__class__ is Tensor else type(mask).__name__
+        raise TypeError(f"{op}: expected a bool tensor for mask, got {got}")
+    check_same_device(op, input, mask, source)
+    shape = _bshapes(input._shape, mask._shape, op=op)
+    if shape != input._shape:
+        raise ValueError(f"{op}: mask {mask._shape} can't be broadcast to input "
+                         f"{input._shape}")
+    m = expand(mask, *shape).reshape(-1)
+    pos = cast(m, _dt.int64).cumsum(0) - 1
+    count = int(pos[-1].item()) + 1 if pos.numel() else 0
+    if count > source.numel():
+        raise ValueError(f"{op}: expected source to have at least {count} elements (the true "
+                         f"elements of mask), got {source.numel()}")
+    if count == 0:
+        return input.clone()
+    src = source if source.dtype is input.dtype else cast(source, input.dtype)
+    picked = index_select(src.reshape(-1), 0, pos.clamp(min=0)).reshape(*shape)
+    return where(m.reshape(*shape), picked, input)
+
+
+def _put_ref(x, index, source, accumulate=False):
+    out = x.copy().reshape(-1)
+    if accumulate:
+        np.add.at(out, index.reshape(-1), source.reshape(-1))
+    else:
+        out[index.reshape(-1)] = source.reshape(-1)
+    return out.reshape(x.shape)
+
+
+@composite("put", _put_ref, method=True, inplace=True, samples=lambda: [
+    ((_rand(3, 4), np.array([0, 11, -2]), _rand(3, seed=1)), {}),
+    ((_rand(3, 4), np.array([[1, 1], [5, 0]]), _rand(2, 2, seed=1)), {"accumulate": True})])
+def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """A copy of input, taken as 1-d, with source's elements written (added, with accumulate)
+    at the flat positions index.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.zeros(2, 2)
+        >>> x.put_(st.tensor([3]), st.tensor([9.0])).tolist()
+        [[0.0, 0.0], [0.0, 9.0]]
+    """
+    expect_tensor("put", input)
+    expect_tensor("put", source, "source")
+    index = _index_arg("put", index, input)
+    if index.numel() != source.numel():
+        raise ValueError(f"put: expected source and index to have the same number of "
+                         f"elements, got {source.numel()} and {index.numel()}")
+    flat = input.reshape(-1)
+    idx = _check_bounds("put", index.reshape(-1), 0, flat._shape[0], True)
+    src = source.reshape(-1)
+    src = src if src.dtype is input.dtype else cast(src, input.dtype)
+    if accumulate:
+        out = scatter_add(flat, 0, idx, src)
+    else:
+        out = scatter(flat, 0, idx, src)
+    return out.reshape(*input._shape)
+
+
+def _renorm_ref(x, p, dim, maxnorm):
+    axes = tuple(i for i in range(x.ndim) if i != dim % x.ndim)
+    n = (np.abs(x) ** p).sum(axis=axes, keepdims=True) ** (1.0 / p)
+    return x * np.where(n > maxnorm, maxnorm / (n + 1e-7), 1.0)
+
+
+@composite("renorm", _renorm_ref, method=True, inplace=True, samples=lambda: [
+    ((_rand(3, 4), 2.0, 0, 1.0), {}), ((_rand(3, 4), 1.0, 1, 1.5), {}),
+    ((_rand(2, 2, 3), 3.0, -1, 0.8), {})])
+def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
+    """input with each sub-tensor along dim whose p-norm exceeds maxnorm scaled down to norm
+    maxnorm.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.renorm(st.tensor([[3.0, 4.0], [0.3, 0.4]]), 2, 0, 1.0).tolist()
+        [[0.6000000238418579, 0.800000011920929], [0.30000001192092896, 0.4000000059604645]]
+    """
+    expect_tensor("renorm", input)
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"renorm: expected a floating point tensor, got {input.dtype.name}")
+    if input.ndim < 2:
+        raise ValueError(f"renorm: input needs at least 2 dimensions, got {input.ndim}")
+    if p <= 0:
+        raise ValueError(f"renorm: non-positive norm not supported, got p={p}")
+    if maxnorm < 0:
+        raise ValueError(f"renorm: expected maxnorm to be >= 0, got {maxnorm}")
+    d = _wrap_dim(dim, input.ndim, "renorm")
+    axes = [i for i in range(input.ndim) if i != d]
+    a = input.abs()
+    n = (a.pow(float(p)) if p != 1 else a).sum(axes, keepdim=True) ** (1.0 / p)
+    scale = where(n > maxnorm, (n + 1e-7).reciprocal() * maxnorm, 1.0)
+    return input * scale
+
+
+# ---- Tensor aliases ----------------------------------------------------------------------------
+
+
+def _ndimension(self: Tensor) -> int:
+    """The number of dimensions (an alias of dim()).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.ones(2, 3).ndimension()
+        2
+    """
+    return self.ndim
+
+
+def _nelement(self: Tensor) -> int:
+    """The number of elements (an alias of numel()).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.ones(2, 3).nelement()
+        6
+    """
+    return self.numel()
+
+
+bind_method(_ndimension, "ndimension")
+bind_method(_nelement, "nelement")
+
+
+__all__ = [
+    "allclose", "atleast_1d", "atleast_2d", "atleast_3d", "block_diag", "broadcast_shapes",
+    "broadcast_tensors", "bucketize", "bincount", "cartesian_prod", "cdist", "column_stack",
+    "combinations", "cross", "diag", "diag_embed", "diagflat", "dstack", "histc", "histogram",
+    "hstack", "index_copy", "index_fill", "isclose", "kron", "meshgrid", "put", "renorm",
+    "rot90", "row_stack", "scatter_reduce", "searchsorted", "take", "tensor_split",
+    "tensordot", "tril_indices", "triu_indices", "unique", "unique_consecutive", "vstack",
+]
