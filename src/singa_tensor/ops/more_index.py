@@ -266,10 +266,11 @@ def _tensordot_dims(op: str, a: Tensor, b: Tensor, dims) -> tuple:
     if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
         if dims < 0 or dims > min(a.ndim, b.ndim):
             raise ValueError(f"{op}: dims must be in [0, {min(a.ndim, b.ndim)}], got {dims}")
-        return list(range(a.ndim - dims, a.ndim)), list(range(int(dims)))
-    if not isinstance(dims, (list, tuple)) or len(dims) != 2:
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(int(dims)))
+    elif not isinstance(dims, (list, tuple)) or len(dims) != 2:
         raise TypeError(f"{op}: dims must be an int or a pair of lists of dims, got {dims!r}")
-    da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
+    else:
+        da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
     if len(da) != len(db):
         raise ValueError(f"{op}: both dim lists should have the same length, got {da} and {db}")
     da = [_wrap_dim(d, a.ndim, op) for d in da]
