@@ -1078,8 +1078,8 @@ def broadcast_tensors(*tensors: Tensor) -> tuple:
     method=True)
 def isclose(input: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08,
             equal_nan: bool = False) -> Tensor:
-    """Elementwise |input - other| <= atol + rtol * |other| (broadcast), or equal (so equal
-    infinities match); NaNs match each other only with equal_nan.
+    """Elementwise abs(input - other) <= atol + rtol * abs(other) (broadcast), or equal (so
+    equal infinities match); NaNs match each other only with equal_nan.
 
     Example:
         >>> import singa_tensor as st
