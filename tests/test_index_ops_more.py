@@ -466,3 +466,44 @@ def test_inplace_triangles_and_aliases():
     _exact(y, np.triu(np.ones((2, 3)), 1))
     assert st.ones(2, 3, 4).ndimension() == 3
     assert st.ones(2, 3, 4).nelement() == 24
+
+
+def test_splits_flips_and_scatters():
+    x = R.standard_normal((4, 6, 2))
+    for fn, ref in [(st.hsplit, np.hsplit), (st.vsplit, np.vsplit), (st.dsplit, np.dsplit)]:
+        for spec in (2, [1, 3]):
+            got, want = fn(as_tensor(x), spec), ref(x, spec)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                assert_close(g, w)
+    with pytest.raises(ValueError, match="hsplit: dimension 1 of size 6 is not divisible by"):
+        st.hsplit(as_tensor(x), 4)
+    with pytest.raises(ValueError, match="vsplit: requires a tensor with at least 2"):
+        st.vsplit(st.zeros(4), 2)
+    with pytest.raises(ValueError, match="dsplit: requires a tensor with at least 3"):
+        st.dsplit(st.zeros(4, 2), 2)
+    assert_close(as_tensor(x).fliplr(), np.fliplr(x))
+    assert_close(st.flipud(as_tensor(x)), np.flipud(x))
+    with pytest.raises(ValueError, match="fliplr: input must be >= 2-d"):
+        st.fliplr(st.zeros(3))
+    c = st.narrow_copy(as_tensor(x), 1, 2, 3)
+    assert_close(c, x[:, 2:5])
+    assert c.is_contiguous()
+    _exact(st.argwhere(st.tensor([[0, 2], [3, 0]])), np.array([[0, 1], [1, 0]]))
+    m = R.standard_normal((3, 4))
+    want = m.copy()
+    want[:, -1] = 7.0
+    assert_close(st.select_scatter(as_tensor(m), st.full((3,), 7.0, dtype=st.float64), 1, -1),
+                 want)
+    with pytest.raises(IndexError, match="select_scatter: index 4 is out of bounds"):
+        st.select_scatter(as_tensor(m), st.zeros(3), 1, 4)
+    with pytest.raises(ValueError, match=r"select_scatter: src should have shape \(3,\)"):
+        st.select_scatter(as_tensor(m), st.zeros(4), 1, 0)
+    want = m.copy()
+    want[:, 1::2] = 0.0
+    assert_close(st.slice_scatter(as_tensor(m), st.zeros(3, 2, dtype=st.float64), 1, 1,
+                                  step=2), want)
+    with pytest.raises(ValueError, match="slice_scatter: step must be positive"):
+        st.slice_scatter(as_tensor(m), st.zeros(3, 2), 1, step=0)
+    with pytest.raises(ValueError, match=r"slice_scatter: src should have shape \(3, 2\)"):
+        st.slice_scatter(as_tensor(m), st.zeros(3, 3), 1, 1, step=2)

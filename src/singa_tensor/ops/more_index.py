@@ -681,6 +681,90 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
     return where(touched, part, input)
 
 
+@composite("argwhere", lambda x: np.argwhere(x).astype(np.int64), differentiable=False,
+           method=True, samples=lambda: [((np.array([[0.0, 1.5], [-2.0, 0.0]]),), {})])
+def argwhere(input: Tensor) -> Tensor:
+    """The (n, input.ndim) coordinates of the non-zero elements (nonzero's default form).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.argwhere(st.tensor([0, 3, 0, 4])).tolist()
+        [[1], [3]]
+    """
+    return nonzero(input)
+
+
+def _select_scatter_ref(x, src, dim, index):
+    out = x.copy()
+    sl = [slice(None)] * x.ndim
+    sl[dim] = index
+    out[tuple(sl)] = src
+    return out
+
+
+@composite("select_scatter", _select_scatter_ref, method=True, samples=lambda: [
+    ((_rand(3, 4), _rand(4, seed=1), 0, 2), {}), ((_rand(3, 4), _rand(3, seed=1), 1, -1), {})])
+def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
+    """A copy of input whose slice `index` along dim is src (the shape of input.select(dim,
+    index)).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.select_scatter(st.zeros(2, 2), st.ones(2), 0, 1).tolist()
+        [[0.0, 0.0], [1.0, 1.0]]
+    """
+    expect_tensor("select_scatter", input)
+    expect_tensor("select_scatter", src, "src")
+    d = _wrap_dim(dim, input.ndim, "select_scatter")
+    n = input._shape[d]
+    index = _int("select_scatter", index, "index")
+    if not -n <= index < n:
+        raise IndexError(f"select_scatter: index {index} is out of bounds for dimension {d} "
+                         f"with size {n}")
+    want = input._shape[:d] + input._shape[d + 1:]
+    if src._shape != want:
+        raise ValueError(f"select_scatter: src should have shape {want}, got {src._shape}")
+    idx = creation.tensor([index % n], dtype=_dt.int64, device=input._device)
+    return index_copy(input, d, idx, src.unsqueeze(d))
+
+
+def _slice_scatter_ref(x, src, dim=0, start=None, end=None, step=1):
+    out = x.copy()
+    sl = [slice(None)] * x.ndim
+    sl[dim] = slice(start, end, step)
+    out[tuple(sl)] = src
+    return out
+
+
+@composite("slice_scatter", _slice_scatter_ref, method=True, samples=lambda: [
+    ((_rand(5, 2), _rand(2, 2, seed=1)), {"start": 1, "end": 5, "step": 2}),
+    ((_rand(2, 4), _rand(2, 4, seed=1)), {"dim": 1})])
+def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start: int | None = None,
+                  end: int | None = None, step: int = 1) -> Tensor:
+    """A copy of input whose slice start:end:step along dim is src.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.slice_scatter(st.zeros(4), st.ones(2), start=0, step=2).tolist()
+        [1.0, 0.0, 1.0, 0.0]
+    """
+    expect_tensor("slice_scatter", input)
+    expect_tensor("slice_scatter", src, "src")
+    d = _wrap_dim(dim, input.ndim, "slice_scatter")
+    step = _int("slice_scatter", step, "step")
+    if step <= 0:
+        raise ValueError(f"slice_scatter: step must be positive, got {step}")
+    positions = range(input._shape[d])[slice(start, end, step)]
+    want = input._shape[:d] + (len(positions),) + input._shape[d + 1:]
+    if src._shape != want:
+        raise ValueError(f"slice_scatter: src should have shape {want}, got {src._shape}")
+    if not positions:
+        return input.clone()
+    idx = creation.arange(positions.start, positions.stop, positions.step,
+                          device=input._device)
+    return index_copy(input, d, idx, src)
+
+
 def _masked_scatter_ref(x, mask, source):
     out = x.copy()
     m = np.broadcast_to(mask, x.shape)
@@ -800,7 +884,7 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
 
 
 __all__ = [
-    "allclose", "bincount", "bucketize", "histc", "histogram", "index_copy", "index_fill",
-    "isclose", "put", "renorm", "scatter_reduce", "searchsorted", "take", "unique",
-    "unique_consecutive",
+    "allclose", "argwhere", "bincount", "bucketize", "histc", "histogram", "index_copy",
+    "index_fill", "isclose", "put", "renorm", "scatter_reduce", "searchsorted",
+    "select_scatter", "slice_scatter", "take", "unique", "unique_consecutive",
 ]

@@ -650,6 +650,107 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
                  for a, b in zip(bounds, bounds[1:]))
 
 
+
+def _np_nsplit(fn):
+    return lambda x, sections: tuple(a.copy() for a in fn(x, sections))
+
+
+def _nsplit(op: str, input: Tensor, sections, dim: int, min_dims: int) -> tuple:
+    expect_tensor(op, input)
+    if input.ndim < min_dims:
+        raise ValueError(f"{op}: requires a tensor with at least {min_dims} dimension(s), got "
+                         f"shape {input._shape}")
+    if isinstance(sections, (int, np.integer)) and not isinstance(sections, bool):
+        if sections <= 0 or input._shape[dim] % sections:
+            raise ValueError(f"{op}: dimension {dim} of size {input._shape[dim]} is not "
+                             f"divisible by the split_size {sections}")
+    return tensor_split(input, sections, dim)
+
+
+@composite("hsplit", _np_nsplit(np.hsplit), method=True, samples=lambda: [
+    ((_rand(2, 4), 2), {}), ((_rand(6), [1, 4]), {})])
+def hsplit(input: Tensor, sections) -> tuple:
+    """tensor_split along dim 1 (dim 0 for a 1-d tensor); an int must divide that size.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> [t.shape for t in st.hsplit(st.ones(2, 4), 2)]
+        [(2, 2), (2, 2)]
+    """
+    d = 0 if isinstance(input, Tensor) and input.ndim == 1 else 1
+    return _nsplit("hsplit", input, sections, d, 1)
+
+
+@composite("vsplit", _np_nsplit(np.vsplit), method=True, samples=lambda: [
+    ((_rand(4, 2), 2), {}), ((_rand(4, 3), [1]), {})])
+def vsplit(input: Tensor, sections) -> tuple:
+    """tensor_split along dim 0 of a tensor with at least 2 dims; an int must divide it.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> [t.shape for t in st.vsplit(st.ones(4, 2), [1])]
+        [(1, 2), (3, 2)]
+    """
+    return _nsplit("vsplit", input, sections, 0, 2)
+
+
+@composite("dsplit", _np_nsplit(np.dsplit), method=True, samples=lambda: [
+    ((_rand(2, 2, 4), 2), {})])
+def dsplit(input: Tensor, sections) -> tuple:
+    """tensor_split along dim 2 of a tensor with at least 3 dims; an int must divide it.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> [t.shape for t in st.dsplit(st.ones(1, 2, 4), 2)]
+        [(1, 2, 2), (1, 2, 2)]
+    """
+    return _nsplit("dsplit", input, sections, 2, 3)
+
+
+def _flip_dim(op: str, input: Tensor, dim: int, min_dims: int) -> Tensor:
+    expect_tensor(op, input)
+    if input.ndim < min_dims:
+        raise ValueError(f"{op}: input must be >= {min_dims}-d, got shape {input._shape}")
+    return flip(input, [dim])
+
+
+@composite("fliplr", np.fliplr, method=True, samples=lambda: [((_rand(2, 3),), {})])
+def fliplr(input: Tensor) -> Tensor:
+    """input with the order of dim 1 reversed (left and right swapped).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.fliplr(st.tensor([[1, 2, 3]])).tolist()
+        [[3, 2, 1]]
+    """
+    return _flip_dim("fliplr", input, 1, 2)
+
+
+@composite("flipud", np.flipud, method=True, samples=lambda: [((_rand(2, 3),), {})])
+def flipud(input: Tensor) -> Tensor:
+    """input with the order of dim 0 reversed (up and down swapped).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.flipud(st.tensor([1, 2, 3])).tolist()
+        [3, 2, 1]
+    """
+    return _flip_dim("flipud", input, 0, 1)
+
+
+@composite("narrow_copy", lambda x, dim, start, length: np.take(
+    x, np.arange(start % x.shape[dim], start % x.shape[dim] + length), axis=dim),
+    method=True, samples=lambda: [((_rand(3, 4), 1, 1, 2), {}), ((_rand(3, 4), 0, -2, 2), {})])
+def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """A copy (not a view) of narrow(input, dim, start, length).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.narrow_copy(st.arange(5), 0, 1, 2).tolist()
+        [1, 2]
+    """
+    return narrow(input, dim, start, length).clone()
+
 # ---- broadcasting -----------------------------------------------------------------------------
 
 
@@ -789,6 +890,7 @@ bind_method(_nelement, "nelement")
 __all__ = [
     "atleast_1d", "atleast_2d", "atleast_3d", "block_diag", "broadcast_shapes",
     "broadcast_tensors", "cartesian_prod", "cdist", "column_stack", "combinations", "cross",
-    "diag", "diag_embed", "diagflat", "dstack", "hstack", "kron", "meshgrid", "rot90",
-    "row_stack", "tensor_split", "tensordot", "tril_indices", "triu_indices", "vstack",
+    "diag", "diag_embed", "diagflat", "dsplit", "dstack", "fliplr", "flipud", "hsplit",
+    "hstack", "kron", "meshgrid", "narrow_copy", "rot90", "row_stack", "tensor_split",
+    "tensordot", "tril_indices", "triu_indices", "vsplit", "vstack",
 ]
