@@ -507,3 +507,42 @@ def test_splits_flips_and_scatters():
         st.slice_scatter(as_tensor(m), st.zeros(3, 2), 1, step=0)
     with pytest.raises(ValueError, match=r"slice_scatter: src should have shape \(3, 2\)"):
         st.slice_scatter(as_tensor(m), st.zeros(3, 3), 1, 1, step=2)
+
+
+def test_repeat_interleave_forms_and_errors():
+    x = R.standard_normal((2, 3))
+    assert_close(st.repeat_interleave(as_tensor(x), 2), np.repeat(x, 2))
+    assert_close(as_tensor(x).repeat_interleave(st.tensor([0, 3, 1]), dim=1, output_size=4),
+                 np.repeat(x, [0, 3, 1], axis=1))
+    assert_close(as_tensor(x).repeat_interleave(st.tensor([2]), dim=0), np.repeat(x, 2, 0))
+    _exact(st.repeat_interleave(st.tensor([1, 0, 3])), np.array([0, 2, 2, 2]))
+    _exact(st.repeat_interleave(st.tensor([0, 0])), np.zeros(0, np.int64))
+    g = as_tensor(x, requires_grad=True)
+    assert gradcheck(lambda t: t.repeat_interleave(st.tensor([2, 0, 1]), dim=-1), [g])
+    with pytest.raises(ValueError, match="repeat_interleave: repeats can not be negative"):
+        st.repeat_interleave(as_tensor(x), st.tensor([1, -1, 1]), dim=1)
+    with pytest.raises(ValueError, match="repeat_interleave: repeats can not be negative"):
+        st.repeat_interleave(as_tensor(x), -2)
+    with pytest.raises(ValueError, match="repeat_interleave: repeats must have the same size"):
+        st.repeat_interleave(as_tensor(x), st.tensor([1, 2]), dim=1)
+    with pytest.raises(ValueError, match="repeat_interleave: output_size 5 does not match"):
+        st.repeat_interleave(as_tensor(x), st.tensor([1, 2, 1]), dim=1, output_size=5)
+    with pytest.raises(TypeError, match="repeat_interleave: expected an integer tensor"):
+        st.repeat_interleave(as_tensor(x), st.tensor([1.0, 2.0, 1.0]), dim=1)
+
+
+def test_searchsorted_puts_nan_last():
+    seq = np.array([1.0, 2.0, np.nan])
+    v = np.array([np.nan, 1.5, 3.0])
+    for side in ("left", "right"):
+        _exact(st.searchsorted(as_tensor(seq), as_tensor(v), side=side),
+               np.searchsorted(seq, v, side=side))
+
+
+def test_cdist_gradient_is_zero_at_zero_distance():
+    a = as_tensor(np.array([[0.0, 1.0], [2.0, 0.5]]), requires_grad=True)
+    for p in (2.0, 3.0):
+        d = st.cdist(a, a.detach(), p=p)
+        (g,) = st.autograd.grad(d.sum(), [a])
+        assert np.isfinite(to_numpy(g)).all()
+    assert gradcheck(lambda t: st.cdist(t, st.tensor([[0.0, 1.0]], dtype=st.float64)), [a])

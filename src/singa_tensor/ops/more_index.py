@@ -386,6 +386,12 @@ def searchsorted(sorted_sequence: Tensor, input, *, out_int32: bool = False, rig
         s, vv = seq.unsqueeze(-2), v.unsqueeze(-1)
     below = (s <= vv) if right else (s < vv)
     out = cast(below, _dt.int64).sum(-1)
+    if v.dtype.is_floating_point:  # NaN sorts after every number, as in sort
+        if right:
+            out = where(v.isnan(), seq._shape[-1], out)
+        else:
+            numbers = cast(seq.isnan().logical_not(), _dt.int64).sum(-1, keepdim=seq.ndim > 1)
+            out = where(v.isnan(), numbers, out)
     return cast(out, _dt.int32) if out_int32 else out
 
 
@@ -765,6 +771,84 @@ def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start: int | None = 
     return index_copy(input, d, idx, src)
 
 
+def _repeat_interleave_ref(x, repeats=None, dim=None, *, output_size=None):
+    if repeats is None:
+        return np.repeat(np.arange(len(x)), x)
+    return np.repeat(x, repeats, axis=dim)
+
+
+def _repeat_positions(op: str, reps: Tensor, n: int, output_size) -> Tensor:
+    """For repeat counts reps (1-d, length n), the source position of each output element:
+    a 1 marks where each source's run starts, and a running sum numbers them."""
+    if reps._shape[0] != n:
+        raise ValueError(f"{op}: repeats must have the same size as input along dim, got "
+                         f"{reps._shape[0]} and {n}")
+    if n and reps.amin().item() < 0:
+        raise ValueError(f"{op}: repeats can not be negative")
+    total = int(reps.sum().item()) if n else 0
+    if output_size is not None and output_size != total:
+        raise ValueError(f"{op}: output_size {output_size} does not match the sum of repeats "
+                         f"{total}")
+    marks = creation.zeros(total, dtype=_dt.int64, device=reps._device)
+    if total == 0:
+        return marks
+    starts = reps.cumsum(0) - reps
+    ok = cast(starts < total, _dt.int64)  # sources after the last run (0 repeats) mark nothing
+    marks = scatter_add(marks, 0, starts.clamp(max=total - 1), ok)
+    return marks.cumsum(0) - 1
+
+
+@composite("repeat_interleave", _repeat_interleave_ref, method=True, samples=lambda: [
+    ((_rand(2, 3), 2), {}), ((_rand(2, 3), 3, 1), {}),
+    ((_rand(3, 2), np.array([1, 0, 2]), 0), {}), ((_rand(2, 2), np.array([2, 1, 0, 1])), {}),
+    ((np.array([2, 0, 1]),), {})])
+def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *,
+                      output_size: int | None = None) -> Tensor:
+    """Each element (slice along dim; of the flattened input when dim is None) repeated
+    `repeats` times in place: an int, or a 1-d tensor of counts, one per element. With only
+    a tensor of counts, the positions 0, 1, ... repeated by them.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.tensor([1, 2]).repeat_interleave(2).tolist()
+        [1, 1, 2, 2]
+        >>> st.repeat_interleave(st.tensor([[1, 2]]), st.tensor([1, 2]), dim=1).tolist()
+        [[1, 2, 2]]
+    """
+    op = "repeat_interleave"
+    expect_tensor(op, input)
+    if repeats is None:
+        reps = _int_input(op, input)
+        if reps.ndim != 1:
+            raise ValueError(f"{op}: repeats must be 0-d or 1-d, got shape {reps._shape}")
+        n = reps._shape[0]
+        return index_select(_arange(n, reps), 0,
+                            _repeat_positions(op, reps, n, output_size))
+    x = input.reshape(-1) if dim is None else input
+    d = 0 if dim is None else _wrap_dim(dim, input.ndim, op)
+    if x.ndim == 0:
+        x = x.reshape(1)
+    n = x._shape[d]
+    if isinstance(repeats, Tensor):
+        check_same_device(op, input, repeats)
+        reps = _int_input(op, repeats)
+        if reps.ndim > 1:
+            raise ValueError(f"{op}: repeats must be 0-d or 1-d, got shape {reps._shape}")
+        if reps.numel() == 1 and n != 1:
+            repeats = int(reps.reshape(()).item())
+        else:
+            return index_select(x, d, _repeat_positions(op, reps.reshape(-1), n, output_size))
+    r = _int(op, repeats, "repeats")
+    if r < 0:
+        raise ValueError(f"{op}: repeats can not be negative, got {r}")
+    if output_size is not None and output_size != n * r:
+        raise ValueError(f"{op}: output_size {output_size} does not match the sum of repeats "
+                         f"{n * r}")
+    shape = x._shape[:d + 1] + (r,) + x._shape[d + 1:]
+    out = expand(x.unsqueeze(d + 1), *shape)
+    return out.reshape(*x._shape[:d], n * r, *x._shape[d + 1:])
+
+
 def _masked_scatter_ref(x, mask, source):
     out = x.copy()
     m = np.broadcast_to(mask, x.shape)
@@ -885,6 +969,7 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
 
 __all__ = [
     "allclose", "argwhere", "bincount", "bucketize", "histc", "histogram", "index_copy",
-    "index_fill", "isclose", "put", "renorm", "scatter_reduce", "searchsorted",
+    "index_fill", "isclose", "put", "renorm", "repeat_interleave", "scatter_reduce",
+    "searchsorted",
     "select_scatter", "slice_scatter", "take", "unique", "unique_consecutive",
 ]

@@ -26,6 +26,7 @@ from ._registry import (
 from ._registry import (
     broadcast_shapes as _bshapes,
 )
+from .elementwise import where
 from .index import index_select, nonzero, scatter
 from .layout import cast, expand, permute
 from .padding import pad
@@ -247,9 +248,13 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str | None = Non
         return d.abs().amax(-1)
     if p == 1:
         return d.abs().sum(-1)
-    if p == 2:
-        return (d * d).sum(-1).sqrt()
-    return (d.abs() ** float(p)).sum(-1) ** (1.0 / p)
+    s = (d * d).sum(-1) if p == 2 else (d.abs() ** float(p)).sum(-1)
+    # the root's derivative is infinite at distance 0, where PyTorch's gradient is 0: take
+    # the root of 1 there, so that the masked-out branch carries no inf * 0 = nan
+    pos = s > 0
+    safe = where(pos, s, 1.0)
+    root = safe.sqrt() if p == 2 else safe ** (1.0 / p)
+    return where(pos, root, 0.0)
 
 
 def _tensordot_dims(op: str, a: Tensor, b: Tensor, dims) -> tuple:
