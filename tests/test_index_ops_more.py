@@ -224,6 +224,10 @@ def test_unique_floats_and_consecutive():
     _exact(v, [1, 3, 1])
     _exact(inv, [0, 0, 1, 1, 2])
     _exact(cnt, [2, 2, 1])
+    h = st.unique(st.tensor([2.0, -1.0, 2.0]).half(), return_counts=True)
+    assert h[0].dtype is st.float16
+    assert_close(h[0].float(), [-1.0, 2.0])
+    _exact(h[1], np.array([1, 2]))
     rows = st.tensor([[1, 2], [1, 2], [0, 0], [1, 2]])
     _exact(st.unique_consecutive(rows, dim=0), [[1, 2], [0, 0], [1, 2]])
     with pytest.raises(IndexError, match="unique: dimension out of range"):

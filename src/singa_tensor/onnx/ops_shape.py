@@ -755,7 +755,7 @@ def unique(node, inputs, attrs):
     if axis is not None:
         axis = _axis(node, axis, x.ndim)
     # the runs of st.unique (int64 outputs, no gradient); Y is gathered from x to keep its grad
-    runs = _distinct("Unique", x.float() if x.dtype in _HALF else x, axis, False)
+    runs = _distinct("Unique", x, axis, False)
     first, inverse, counts = runs.first, runs.inverse.reshape(-1), runs.counts
     if not attrs.get("sorted", 1):  # in order of first occurrence
         order = st.argsort(first, stable=True)
