@@ -296,6 +296,9 @@ def test_searchsorted_and_bucketize():
            np.searchsorted(shuffled, v, sorter=sorter))
     got = st.searchsorted(as_tensor(seq), 2.0, out_int32=True)
     assert got.shape == () and got.dtype is st.int32 and got.item() == 1
+    assert st.searchsorted(st.tensor([1, 2, 3]), 2.5).item() == 2
+    with pytest.raises(TypeError, match="searchsorted: input must be a Tensor or a number"):
+        st.searchsorted(as_tensor(seq), [1.0])
     # an unsorted sequence gives some index in range, never a crash
     out = to_numpy(st.searchsorted(st.tensor([3.0, 1.0, 2.0]), st.tensor([2.5])))
     assert 0 <= out[0] <= 3

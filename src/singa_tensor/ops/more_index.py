@@ -369,7 +369,11 @@ def searchsorted(sorted_sequence: Tensor, input, *, out_int32: bool = False, rig
     if seq.ndim == 0:
         raise ValueError("searchsorted: sorted_sequence must have at least 1 dimension")
     scalar = not isinstance(input, Tensor)
-    v = creation.scalar_tensor(input, seq.dtype, seq._device) if scalar else input
+    if scalar and not isinstance(input, (int, float, np.integer, np.floating)):
+        raise TypeError(f"searchsorted: input must be a Tensor or a number, got "
+                        f"{type(input).__name__}")
+    v = creation.scalar_tensor(input, _dt.promote_scalar(seq.dtype, input), seq._device) \
+        if scalar else input
     check_same_device("searchsorted", seq, v)
     if sorter is not None:
         sorter = _index_arg("searchsorted", sorter, seq)
