@@ -553,3 +553,19 @@ def test_cdist_gradient_is_zero_at_zero_distance():
         (g,) = st.autograd.grad(d.sum(), [a])
         assert np.isfinite(to_numpy(g)).all()
     assert gradcheck(lambda t: st.cdist(t, st.tensor([[0.0, 1.0]], dtype=st.float64)), [a])
+
+
+@given(seq=hnp.arrays(np.int64, hs.integers(0, 8), elements=hs.integers(-4, 4)),
+       v=hnp.arrays(np.int64, hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=4),
+                    elements=hs.integers(-5, 5)),
+       right=hs.booleans(), rows=hs.integers(1, 3))
+@settings(max_examples=40, deadline=None)
+def test_searchsorted_matches_numpy_with_ties(seq, v, right, rows):
+    seq = np.sort(seq)
+    side = "right" if right else "left"
+    _exact(st.searchsorted(as_tensor(seq), as_tensor(v), right=right),
+           np.searchsorted(seq, v, side=side))
+    batch = np.sort(np.stack([np.roll(seq, i) for i in range(rows)]), -1).astype(np.float64)
+    vals = np.resize(v.astype(np.float64), (rows, 3))
+    want = np.stack([np.searchsorted(s, w, side=side) for s, w in zip(batch, vals)])
+    _exact(st.searchsorted(as_tensor(batch), as_tensor(vals), side=side), want)
