@@ -191,6 +191,8 @@ def test_tensor_split_matches_array_split(n, sections, idx):
 
 
 def test_tensor_split_errors():
+    with pytest.raises(ValueError, match="tensor_split: expected at least a 1-dimensional"):
+        st.tensor_split(st.tensor(1.0), 1)
     with pytest.raises(ValueError, match="tensor_split: number of sections must be larger"):
         st.tensor_split(st.zeros(3), 0)
     with pytest.raises(TypeError, match="tensor_split: indices_or_sections must be"):

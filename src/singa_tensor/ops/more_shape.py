@@ -631,8 +631,10 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
         [[0, 1, 2], [3, 4]]
     """
     expect_tensor("tensor_split", input)
+    if input.ndim == 0:
+        raise ValueError("tensor_split: expected at least a 1-dimensional tensor")
     d = _wrap_dim(dim, input.ndim, "tensor_split")
-    n = input._shape[d] if input.ndim else 1
+    n = input._shape[d]
     spec = indices_or_sections
     if isinstance(spec, Tensor):
         if spec.dtype.is_floating_point or spec.ndim > 1:
@@ -651,8 +653,7 @@ def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:
     else:
         raise TypeError(f"tensor_split: indices_or_sections must be an int or a list of ints, "
                         f"got {type(spec).__name__}")
-    return tuple(narrow(input, d, a, max(b - a, 0)) if b > a else narrow(input, d, min(a, n), 0)
-                 for a, b in zip(bounds, bounds[1:]))
+    return tuple(narrow(input, d, a, max(b - a, 0)) for a, b in zip(bounds, bounds[1:]))
 
 
 
