@@ -571,3 +571,21 @@ def test_searchsorted_matches_numpy_with_ties(seq, v, right, rows):
     vals = np.resize(v.astype(np.float64), (rows, 3))
     want = np.stack([np.searchsorted(s, w, side=side) for s, w in zip(batch, vals)])
     _exact(st.searchsorted(as_tensor(batch), as_tensor(vals), side=side), want)
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin", "prod", "mean", "sum"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_3d_corner(reduce, include_self):
+    x = R.standard_normal((3, 5, 4))
+    src = R.standard_normal((3, 7, 4))
+    idx = R.integers(0, 5, (2, 6, 3))  # smaller than x and src in the other dims
+    want = x.copy()
+    groups: dict = {}
+    for i, j, k in np.ndindex(*idx.shape):
+        groups.setdefault((i, idx[i, j, k], k), []).append(src[i, j, k])
+    fn = {"sum": np.sum, "prod": np.prod, "mean": np.mean, "amax": np.max, "amin": np.min}
+    for pos, vals in groups.items():
+        want[pos] = fn[reduce](vals + ([x[pos]] if include_self else []))
+    got = st.scatter_reduce(as_tensor(x), 1, as_tensor(idx), as_tensor(src), reduce,
+                            include_self=include_self)
+    assert_close(got, want, rtol=1e-12, atol=1e-12)

@@ -690,32 +690,51 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
         mean = total / cnt if input.dtype.is_floating_point else \
             cast((cast(total, fdt) / cnt).floor(), input.dtype)
         return where(touched, mean, input)
-    # amax, amin, prod: a dense (index..., out size along dim) mask, reduced over index's dim
+    if reduce != "prod":
+        return _scatter_extreme(input, d, index, src, reduce == "amax", include_self)
+    # prod: a dense (index..., out size along dim) mask, multiplied out over index's dim
     n = input._shape[d]
-    cls = _arange(n, input).reshape(*([1] * index.ndim), n)
-    m = index.unsqueeze(-1) == cls
-    v = src.unsqueeze(-1)
-    if reduce == "prod":
-        part = where(m, v, creation.ones((), dtype=input.dtype, device=input._device)).prod(d)
-    else:
-        info = np.finfo if input.dtype.is_floating_point else np.iinfo
-        fill = -math.inf if reduce == "amax" else math.inf
-        if not input.dtype.is_floating_point:
-            fill = int(info(np.int64).min if reduce == "amax" else info(np.int64).max)
-        filled = where(m, v, creation.full((), fill, dtype=input.dtype, device=input._device))
-        part = filled.amax(d) if reduce == "amax" else filled.amin(d)
-    part = movedim(part, -1, d)  # shape index's, with the out size along dim
+    m = index.unsqueeze(-1) == _arange(n, input).reshape(*([1] * index.ndim), n)
+    ones = creation.ones((), dtype=input.dtype, device=input._device)
+    part = movedim(where(m, src.unsqueeze(-1), ones).prod(d), -1, d)
     region = part._shape
     if region != input._shape:  # index covers a corner of input: pad the rest back
         widths: list = []
         for e in reversed(range(input.ndim)):
             widths += [0, input._shape[e] - region[e]]
         part = pad(part, widths)
+    return where(touched, input * part if include_self else part, input)
+
+
+def _scatter_extreme(input: Tensor, d: int, index: Tensor, src: Tensor, largest: bool,
+                     include_self: bool) -> Tensor:
+    """scatter_reduce's amax/amin: each src value's flat target in input, src sorted by
+    value and then (stably) by target, so that each target's run starts with its extreme."""
+    strides = [math.prod(input._shape[e + 1:]) for e in range(input.ndim)]
+    target = index * strides[d]
+    for e, k in enumerate(index._shape):
+        if e != d and k > 1:
+            target = target + (_arange(k, input) * strides[e]).reshape(
+                *[k if j == e else 1 for j in range(index.ndim)])
+    target = expand(target, *index._shape).reshape(-1)
+    flat_src = src.reshape(-1)
+    by_value = argsort(flat_src, 0, descending=largest, stable=True)
+    order = index_select(by_value, 0, argsort(index_select(target, 0, by_value), 0,
+                                               stable=True))
+    t = index_select(target, 0, order)
+    n = t._shape[0]
+    first = creation.ones(n, dtype=_dt.bool_, device=input._device)
+    if n > 1:
+        first = cat([first[:1], t[1:] != t[:-1]])
+    runs = nonzero(first).reshape(-1)
+    where_to = index_select(t, 0, runs)
+    best = index_select(flat_src, 0, index_select(order, 0, runs))
+    flat = input.reshape(-1)
     if include_self:
-        both = {"prod": lambda a, b: a * b, "amax": lambda a, b: where(a >= b, a, b),
-                "amin": lambda a, b: where(a <= b, a, b)}[reduce]
-        part = both(input, part)
-    return where(touched, part, input)
+        own = index_select(flat, 0, where_to)
+        keep = own >= best if largest else own <= best
+        best = where(keep, own, best)
+    return scatter(flat, 0, where_to, best).reshape(*input._shape)
 
 
 @composite("argwhere", lambda x: np.argwhere(x).astype(np.int64), differentiable=False,
