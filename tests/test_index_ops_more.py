@@ -1,6 +1,7 @@
-"""The index, set and shape functions of ops/more_index.py: values against numpy beyond the
-registry's samples (keyword-only arguments, in-place forms, integer results exactly, tensors
-on the device under test), gradients of the keyword forms, and every error path."""
+"""The functions of ops/more_shape.py, more_index.py and more_scatter.py: values against
+numpy beyond the registry's samples (keyword-only arguments, in-place forms, integer results
+exactly, tensors on the device under test), gradients of the keyword forms, and every error
+path."""
 
 from __future__ import annotations
 
