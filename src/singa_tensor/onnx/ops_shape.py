@@ -15,6 +15,7 @@ import numpy as np
 
 import singa_tensor as st
 
+from ..ops.more_index import _distinct
 from ._graph import st_dtype
 from ._handlers import handler
 
@@ -751,21 +752,15 @@ def unique(node, inputs, attrs):
     _need(node, inputs, 1)
     x = inputs[0]
     axis = attrs.get("axis")
-    a = np.asarray((x.float() if x.dtype in _HALF else x)._numpy())
     if axis is not None:
         axis = _axis(node, axis, x.ndim)
-    else:
-        x, a = st.reshape(x, -1), a.reshape(-1)
-    # the int64 outputs carry no gradient: numpy computes them; Y is gathered from x
-    _, first, inverse, counts = np.unique(a, return_index=True, return_inverse=True,
-                                          return_counts=True, axis=0 if axis is None else axis)
-    inverse = inverse.reshape(-1)
-    if not attrs.get("sorted", 1):
-        order = np.argsort(first, kind="stable")
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        first, counts, inverse = first[order], counts[order], rank[inverse]
-    y = _in_float(st.index_select, x, 0 if axis is None else axis,
-                  node.const(first.astype(np.int64)))
-    return (y, node.const(first.astype(np.int64)), node.const(inverse.astype(np.int64)),
-            node.const(counts.astype(np.int64)))
+    # the runs of st.unique (int64 outputs, no gradient); Y is gathered from x to keep its grad
+    runs = _distinct("Unique", x, axis, False)
+    first, inverse, counts = runs.first, runs.inverse.reshape(-1), runs.counts
+    if not attrs.get("sorted", 1):  # in order of first occurrence
+        order = st.argsort(first, stable=True)
+        first, counts = first[order], counts[order]
+        inverse = st.argsort(order)[inverse]
+    y = _in_float(st.index_select, x.reshape(-1) if axis is None else x,
+                  0 if axis is None else axis, first)
+    return y, first, inverse, counts

@@ -21,6 +21,9 @@ from . import (
     linalg,
     loss,
     masks,
+    more_index,
+    more_scatter,
+    more_shape,
     norm,
     padding,
     pooling,
@@ -52,7 +55,7 @@ from .inplace import copy_, fill_, zero_
 # order their names are looked up
 _FAMILIES = [elementwise, layout, reduce, shape, masks, padding, index, subscript, conv, norm,
              linalg, reduce_ext, loss, fused_updates, attention, attention_fused, rnn, dense,
-             sort, activation, pooling, rearrange]
+             sort, activation, pooling, rearrange, more_shape, more_index, more_scatter]
 for _mod in reversed(_FAMILIES):
     globals().update({_k: getattr(_mod, _k) for _k in getattr(_mod, "__all__", ())})
 

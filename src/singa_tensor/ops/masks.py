@@ -28,7 +28,7 @@ def _triangle(op: str, x: Tensor, diagonal: int, lower: bool) -> Tensor:
     return masked_fill(x, logical_not(keep), 0)
 
 
-@tensor_method()
+@tensor_method(inplace="tril_")
 def tril(x: Tensor, diagonal: int = 0) -> Tensor:
     """The lower triangle of the last two dimensions (elements with column - row <= diagonal);
     the rest is zero.
@@ -41,7 +41,7 @@ def tril(x: Tensor, diagonal: int = 0) -> Tensor:
     return _triangle("tril", x, diagonal, True)
 
 
-@tensor_method()
+@tensor_method(inplace="triu_")
 def triu(x: Tensor, diagonal: int = 0) -> Tensor:
     """The upper triangle of the last two dimensions (elements with column - row >= diagonal);
     the rest is zero.
