@@ -84,7 +84,7 @@ _export_ops()
 del _export_ops
 
 from . import datasets, graph, nn, onnx, optim, utils  # noqa: E402  (they build on all above)
-from . import linalg  # noqa: E402
+from . import distributions, linalg  # noqa: E402
 from .graph import compile  # noqa: E402,A001  (SINGA's and PyTorch's name)
 from .serialization import load, save  # noqa: E402
 
@@ -97,5 +97,5 @@ __all__ = [
     "initial_seed", "seed", "random", "randperm", "normal", "uniform", "scalar_tensor",
     "rand_like", "randn_like", "half", "double", "long", "is_tensor", "cuda", "nn", "optim",
     "utils", "save", "load", "datasets", "from_dlpack", "set_default_device",
-    "get_default_device", "onnx", "graph", "compile", "linalg",
+    "get_default_device", "onnx", "graph", "compile", "linalg", "distributions",
 ]
