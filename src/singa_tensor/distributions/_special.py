@@ -79,48 +79,75 @@ def _lgam(a: np.ndarray) -> np.ndarray:
     return _np_lgamma(a).astype(np.float64)
 
 
+def _series_sum(a: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """sum_n x^n / (a (a + 1) ... (a + n)), each element iterated until its terms are
+    negligible (finished elements leave the working arrays)."""
+    out = np.empty(a.shape)
+    idx = np.arange(a.size)
+    term = 1.0 / a
+    total = term.copy()
+    n = a.copy()
+    for _ in range(100_000):
+        n = n + 1.0
+        term = term * x / n
+        total = total + term
+        done = np.abs(term) <= np.abs(total) * 1e-16
+        if done.any():
+            out[idx[done]] = total[done]
+            keep = ~done
+            idx, term, total, n, x = idx[keep], term[keep], total[keep], n[keep], x[keep]
+            if not idx.size:
+                break
+    out[idx] = total
+    return out
+
+
+def _continued_fraction(a: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The continued fraction of Gamma(a) Q(a, x) exp(x) x^-a (modified Lentz), for x >= a + 1,
+    each element iterated until it settles."""
+    tiny = 1e-300
+    out = np.empty(a.shape)
+    idx = np.arange(a.size)
+    b = x + 1.0 - a
+    c = np.full(a.shape, 1.0 / tiny)
+    d = 1.0 / b
+    h = d.copy()
+    for i in range(1, 100_000):
+        an = -i * (i - a)
+        b = b + 2.0
+        d = an * d + b
+        d = np.where(np.abs(d) < tiny, tiny, d)
+        c = b + an / c
+        c = np.where(np.abs(c) < tiny, tiny, c)
+        d = 1.0 / d
+        delta = d * c
+        h = h * delta
+        done = np.abs(delta - 1.0) <= 4e-16
+        if done.any():
+            out[idx[done]] = h[done]
+            keep = ~done
+            idx, a, b, c, d, h = idx[keep], a[keep], b[keep], c[keep], d[keep], h[keep]
+            if not idx.size:
+                break
+    out[idx] = h
+    return out
+
+
 def gammainc(a: np.ndarray, x: np.ndarray) -> np.ndarray:
     """The regularised lower incomplete gamma function P(a, x) (a > 0, x >= 0), float64: the
-    power series below x = a + 1, the continued fraction of Q = 1 - P above it (modified
-    Lentz)."""
+    power series below x = a + 1, the continued fraction of Q = 1 - P above it."""
     a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
     out = np.zeros(a.shape)
     with np.errstate(all="ignore"):
         lead = np.where(x > 0, a * np.log(np.where(x > 0, x, 1.0)) - x, -np.inf)
         ser = x < a + 1
         if ser.any():
-            aa, xx = a[ser], x[ser]
-            term = 1.0 / aa
-            total = term.copy()
-            n = aa.copy()
-            for _ in range(5000):
-                n = n + 1.0
-                term = term * xx / n
-                total = total + term
-                if np.all(np.abs(term) < np.abs(total) * 1e-17):
-                    break
-            out[ser] = np.exp(lead[ser] - _lgam(aa)) * total
+            aa = a[ser]
+            out[ser] = np.exp(lead[ser] - _lgam(aa)) * _series_sum(aa, x[ser])
         cf = ~ser
         if cf.any():
-            aa, xx = a[cf], x[cf]
-            tiny = 1e-300
-            b = xx + 1.0 - aa
-            c = np.full(aa.shape, 1.0 / tiny)
-            d = 1.0 / b
-            h = d.copy()
-            for i in range(1, 5000):
-                an = -i * (i - aa)
-                b = b + 2.0
-                d = an * d + b
-                d = np.where(np.abs(d) < tiny, tiny, d)
-                c = b + an / c
-                c = np.where(np.abs(c) < tiny, tiny, c)
-                d = 1.0 / d
-                delta = d * c
-                h = h * delta
-                if np.all(np.abs(delta - 1.0) < 1e-16):
-                    break
-            out[cf] = 1.0 - np.exp(lead[cf] - _lgam(aa)) * h
+            aa = a[cf]
+            out[cf] = 1.0 - np.exp(lead[cf] - _lgam(aa)) * _continued_fraction(aa, x[cf])
     return np.clip(out, 0.0, 1.0)
 
 

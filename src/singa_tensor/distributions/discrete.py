@@ -9,7 +9,7 @@ import numpy as np
 import singa_tensor as st
 from singa_tensor import Tensor
 
-from ._special import lgamma
+from ._special import _lgam, gammainc, lgamma
 from .distribution import Distribution, broadcast_all, check
 
 
@@ -250,25 +250,36 @@ class Poisson(Distribution):
 
 
 def _poisson_inverse(lam: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """The smallest k with P(X <= k) >= u, walking the probabilities up from a start far
-    below the mean (where the mass left out is negligible), in log space."""
-    sd = np.sqrt(lam)
-    k = np.floor(np.maximum(lam - 12 * sd - 10, 0.0))
-    lg = np.frompyfunc(math.lgamma, 1, 1)
-    with np.errstate(divide="ignore"):
-        logp = np.where(lam > 0, k * np.log(np.where(lam > 0, lam, 1.0)) - lam
-                        - lg(k + 1).astype(np.float64), np.where(k == 0, 0.0, -np.inf))
-    cdf = np.exp(logp)
+    """The smallest k with P(X <= k) >= u: start at floor(lam), whose distribution function
+    is the incomplete gamma function Q(k + 1, lam), and walk down or up one count at a time
+    (about a standard deviation of steps), finished elements leaving the working arrays."""
+    k = np.floor(lam)
+    with np.errstate(all="ignore"):
+        pmf = np.exp(k * np.log(np.where(lam > 0, lam, 1.0)) - lam - _lgam(k + 1))
+    pmf = np.where(lam > 0, pmf, 1.0)
+    cdf = 1.0 - gammainc(k + 1, lam)
+    cdf = np.where(lam > 0, cdf, 1.0)
     out = k.copy()
-    todo = cdf < u
-    steps = int(np.max(24 * sd + 40, initial=40))
-    for _ in range(steps):
-        if not todo.any():
+    # down: while P(X <= k - 1) >= u
+    idx = np.nonzero((k > 0) & (cdf - pmf >= u))[0]
+    kk, pp, cc = k[idx], pmf[idx], cdf[idx]
+    while idx.size:
+        cc = cc - pp
+        pp = pp * kk / lam[idx]
+        kk = kk - 1
+        go = (kk > 0) & (cc - pp >= u[idx])
+        out[idx[~go]] = kk[~go]
+        idx, kk, pp, cc = idx[go], kk[go], pp[go], cc[go]
+    # up: while P(X <= k) < u
+    idx = np.nonzero(cdf < u)[0]
+    kk, pp, cc = k[idx], pmf[idx], cdf[idx]
+    for _ in range(1_000_000):
+        if not idx.size:
             break
-        out = np.where(todo, out + 1, out)
-        with np.errstate(divide="ignore"):
-            logp = np.where(todo, logp + np.log(np.where(lam > 0, lam, 1.0)) - np.log(out),
-                            logp)
-        cdf = np.where(todo, cdf + np.exp(logp), cdf)
-        todo = todo & (cdf < u)
+        kk = kk + 1
+        pp = pp * lam[idx] / kk
+        cc = cc + pp
+        go = (cc < u[idx]) & (pp > 0)
+        out[idx[~go]] = kk[~go]
+        idx, kk, pp, cc = idx[go], kk[go], pp[go], cc[go]
     return out

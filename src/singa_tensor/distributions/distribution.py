@@ -179,9 +179,13 @@ def _shape(op: str, shape) -> tuple:
     if isinstance(shape, numbers.Integral):
         shape = (shape,)
     try:
-        out = tuple(int(s) for s in shape)
+        ok = not isinstance(shape, str) and all(
+            isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in shape)
     except TypeError:
-        raise TypeError(f"{op}: a shape must be a tuple of ints, got {shape!r}") from None
+        ok = False
+    if not ok:
+        raise TypeError(f"{op}: a shape must be a tuple of ints, got {shape!r}")
+    out = tuple(int(s) for s in shape)
     if any(s < 0 for s in out):
         raise ValueError(f"{op}: a shape cannot have negative sizes, got {out}")
     return out
@@ -193,7 +197,7 @@ def _broadcast(a: tuple, b: tuple) -> tuple:
     out = []
     for x, y in zip(a, b):
         if x != y and 1 not in (x, y):
-            raise ValueError(f"shapes {a} and {b} do not broadcast")
+            raise ValueError(f"shapes {a} and {b} do not broadcast")  # callers add the op
         out.append(max(x, y) if 0 not in (x, y) else 0)
     return tuple(out)
 
@@ -217,8 +221,11 @@ def broadcast_all(op: str, *values):
     ts = [v.to(dtype) if isinstance(v, Tensor) else st.tensor(float(v), dtype=dtype,
                                                                  device=device) for v in values]
     shape = ()
-    for t in ts:
-        shape = _broadcast(shape, tuple(t.shape))
+    try:
+        for t in ts:
+            shape = _broadcast(shape, tuple(t.shape))
+    except ValueError as e:
+        raise ValueError(f"{op}: parameter {e}") from None
     return [t if tuple(t.shape) == shape else t.expand(*shape) for t in ts]
 
 
