@@ -194,7 +194,7 @@ class Exponential(Distribution):
 
 
 class Laplace(Distribution):
-    """The Laplace distribution with location loc and scale b: density exp(-|x - loc| / b)
+    """The Laplace distribution with location loc and scale b: density exp(-abs(x - loc) / b)
     / (2 b).
 
     Example:

@@ -69,11 +69,11 @@ _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | None = None
           ) -> Lstsq:
-    """The least-squares solution X minimising ||A @ X - B|| for A (*, m, n) and B (*, m, k)
-    (the minimum-norm one where A is rank-deficient), through the pseudo-inverse, so it is
-    differentiable. As PyTorch's CPU drivers: rank is computed except by "gels", residuals
-    (squared residual norms, for m > n and full rank) except by "gelsy" (the default), and
-    singular values by "gelsd" and "gelss".
+    """The least-squares solution X minimising the 2-norm of A @ X - B, for A (..., m, n) and
+    B (..., m, k) (the minimum-norm one where A is rank-deficient), through the
+    pseudo-inverse, so it is differentiable. As PyTorch's CPU drivers: rank is computed
+    except by "gels", residuals (squared residual norms, for m > n and full rank) except by
+    "gelsy" (the default), and singular values by "gelsd" and "gelss".
 
     Example:
         >>> import singa_tensor as st

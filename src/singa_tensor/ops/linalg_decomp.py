@@ -174,7 +174,7 @@ class Inv(OpSpec):
 
 
 def inv(A: Tensor) -> Tensor:
-    """The inverse of each square matrix in A (shape (*, n, n)); LinAlgError if one is
+    """The inverse of each square matrix in A (shape (..., n, n)); LinAlgError if one is
     singular.
 
     Example:
@@ -214,7 +214,7 @@ class Det(OpSpec):
 
 
 def det(A: Tensor) -> Tensor:
-    """The determinant of each square matrix in A (shape (*, n, n) -> (*)).
+    """The determinant of each square matrix in A (shape (..., n, n) -> (*)).
 
     Example:
         >>> import singa_tensor as st
@@ -338,7 +338,7 @@ class Solve(OpSpec):
 
 def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     """The solution X of A @ X = B (left=False: X @ A = B) for square, invertible A (shape
-    (*, n, n)); B is (*, n, k), or (*, n) and then a batch of vectors. Batch dims broadcast;
+    (..., n, n)); B is (..., n, k), or (..., n) and then a batch of vectors. Batch dims broadcast;
     LinAlgError if A is singular.
 
     Example:
@@ -358,7 +358,7 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     n = A.shape[-1]
     if not left:
         if B.ndim < 2 or B.shape[-1] != n:
-            raise ValueError(f"{op}: with left=False, B must be (*, k, {n}) for A of shape "
+            raise ValueError(f"{op}: with left=False, B must be (..., k, {n}) for A of shape "
                              f"{A.shape}, got {B.shape}")
         return _mT(solve(_mT(A), _mT(B)))
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and B.shape == A.shape[:-1])
@@ -378,7 +378,7 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,
                      unitriangular: bool = False) -> Tensor:
     """The solution X of A @ X = B (left=False: X @ A = B) for triangular A: only A's upper
     (upper=True) or lower triangle is read, and with unitriangular its diagonal is taken as
-    ones. B is (*, n, k); batch dims broadcast.
+    ones. B is (..., n, k); batch dims broadcast.
 
     Example:
         >>> import singa_tensor as st
