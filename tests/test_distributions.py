@@ -444,3 +444,16 @@ def test_shape_kl_and_registration_errors():
     with pytest.raises(TypeError, match="Distribution.set_default_validate_args: expected"):
         D.Distribution.set_default_validate_args(1)
     assert st.distributions is D
+
+
+@pytest.mark.parametrize("dtype", [st.float32, st.float64])
+def test_small_concentrations_stay_inside_the_support(dtype):
+    st.manual_seed(4)
+    c = st.tensor([0.01, 0.05], dtype=dtype)
+    b = D.Beta(c, c).sample((5000,))
+    assert bool(((b > 0) & (b < 1)).all().item())
+    assert bool(D.Beta(c, c).log_prob(b).isfinite().all().item())
+    g = D.Gamma(c, 1.0).sample((5000,))
+    assert bool((g > 0).all().item()) and bool(D.Gamma(c, 1.0).log_prob(g).isfinite().all().item())
+    d = D.Dirichlet(st.tensor([0.02, 0.02, 0.02], dtype=dtype)).sample((2000,))
+    assert not bool(st.isnan(d).any().item())

@@ -327,3 +327,26 @@ def test_argument_errors():
         LA.pinv(a, rtol="big")
     with pytest.raises(ValueError, match="linalg.pinv: A must be batches of square"):
         LA.pinv(t64(np.ones((2, 3))), hermitian=True)
+
+
+def test_cholesky_ex_reports_instead_of_raising():
+    good, bad = spd(3, 3), np.diag([1.0, 2.0, -1.0])
+    low, info = LA.cholesky_ex(t64(np.stack([good, bad])))
+    assert info.dtype is st.int32 and info.tolist() == [0, 3]
+    assert_close(low[0], np.linalg.cholesky(good), rtol=1e-10)
+    assert_close(low[1], np.eye(3), atol=0)
+    up, info = LA.cholesky_ex(t64(good), upper=True)
+    assert info.item() == 0
+    assert_close(up, np.linalg.cholesky(good).T, rtol=1e-10)
+    with pytest.raises(LA.LinAlgError, match="linalg.cholesky_ex: the input is not positive-"
+                                             "definite \\(the leading minor of order 3"):
+        LA.cholesky_ex(t64(bad), check_errors=True)
+    x = t64(good, grad=True)
+    LA.cholesky_ex(x).L.sum().backward()
+    assert x.grad is not None and np.all(np.isfinite(to_numpy(x.grad)))
+
+
+def test_linalg_diagonal_defaults_to_the_last_two_dims():
+    x = R.standard_normal((2, 3, 3))
+    assert_close(LA.diagonal(t64(x)), np.diagonal(x, 0, -2, -1), atol=0)
+    assert_close(LA.diagonal(t64(x), offset=1), np.diagonal(x, 1, -2, -1), atol=0)

@@ -14,6 +14,12 @@ Example:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import numpy as np
+
+import singa_tensor as st
+
 from .ops.linalg import matmul
 from .ops.linalg_compose import (
     Lstsq,
@@ -31,6 +37,7 @@ from .ops.linalg_decomp import (
     Eigh,
     LinAlgError,
     SignLogAbsDet,
+    _check_matrix,
     cholesky,
     det,
     eigh,
@@ -80,6 +87,60 @@ def norm(A: Tensor, ord=None, dim=None, keepdim: bool = False, *, dtype=None) ->
                      f"shape {A.shape}")
 
 
+class CholeskyEx(NamedTuple):
+    """What cholesky_ex returns: the factor and, per matrix, 0 or the order of the first
+    leading minor that is not positive-definite."""
+
+    L: Tensor
+    info: Tensor
+
+
+def _first_bad_minor(a: np.ndarray) -> int:
+    for k in range(1, a.shape[-1] + 1):
+        try:
+            np.linalg.cholesky(np.tril(a[:k, :k]))
+        except np.linalg.LinAlgError:
+            return k
+    return 0
+
+
+def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -> CholeskyEx:
+    """cholesky that reports failure instead of raising (unless check_errors): info is int32
+    of A's batch shape; where it is non-zero, L holds the identity.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> L, info = st.linalg.cholesky_ex(st.tensor([[[4.0]], [[-1.0]]]))
+        >>> L.flatten().tolist(), info.tolist()
+        ([2.0, 1.0], [0, 1])
+    """
+    _check_matrix("linalg.cholesky_ex", A)
+    host = A.detach().numpy(force=True)
+    if upper:
+        host = np.swapaxes(host, -1, -2)
+    flat = host.reshape((-1,) + host.shape[-2:])
+    info = np.array([_first_bad_minor(m) for m in flat], dtype=np.int32).reshape(
+        host.shape[:-2])
+    if check_errors and info.any():
+        raise LinAlgError(f"linalg.cholesky_ex: the input is not positive-definite (the "
+                          f"leading minor of order {int(info[info > 0].flat[0])} is not)")
+    ok = st.tensor(info == 0, device=A.device).unsqueeze(-1).unsqueeze(-1)
+    eye = st.eye(A.shape[-1], dtype=A.dtype, device=A.device)
+    low = cholesky(st.where(ok, A, eye), upper=upper)
+    return CholeskyEx(low, st.tensor(info, dtype=st.int32, device=A.device))
+
+
+def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """The diagonals of the matrices in A (st.diagonal with matrix-first defaults).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.linalg.diagonal(st.eye(2).expand(3, 2, 2)).shape
+        (3, 2)
+    """
+    return st.diagonal(A, offset, dim1, dim2)
+
+
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     """The dot product of x and y along dim (the two broadcast).
 
@@ -92,7 +153,8 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
 
 
 __all__ = [
-    "LinAlgError", "QR", "SVD", "Eigh", "Lstsq", "SignLogAbsDet", "cholesky", "cross", "det",
+    "CholeskyEx", "LinAlgError", "QR", "SVD", "Eigh", "Lstsq", "SignLogAbsDet", "cholesky",
+    "cholesky_ex", "diagonal", "cross", "det",
     "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm", "matrix_power",
     "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_triangular",
     "svd", "svdvals", "vecdot", "vector_norm",

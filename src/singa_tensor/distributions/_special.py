@@ -205,9 +205,9 @@ def rsample_standard_gamma(alpha: Tensor, shape: tuple) -> Tensor:
     respect to alpha is the implicit reparameterisation gradient."""
     a = alpha.expand(*shape) if tuple(alpha.shape) != tuple(shape) else alpha
     host_a = a.detach().numpy(force=True).astype(np.float64)
-    x = sample_standard_gamma(host_a, a.device)
-    value = st.tensor(x, dtype=a.dtype, device=a.device)
-    if not a.requires_grad:
+    x = np.maximum(sample_standard_gamma(host_a, a.device), np.finfo(a.dtype.np).tiny)
+    value = st.tensor(x, dtype=a.dtype, device=a.device)  # no zeros in float32 either
+    if not (a.requires_grad and st.is_grad_enabled()):
         return value
     grad = st.tensor(standard_gamma_grad(host_a, x), dtype=a.dtype, device=a.device)
     return value + (a - a.detach()) * grad  # the value of x, the gradient dx/dalpha

@@ -4,6 +4,8 @@ _special.py); Beta and Dirichlet normalise independent gamma draws."""
 
 from __future__ import annotations
 
+import numpy as np
+
 import singa_tensor as st
 
 from ._special import digamma, lbeta, lgamma, rsample_standard_gamma
@@ -111,7 +113,8 @@ class Beta(Distribution):
         shape = self._extended_shape(sample_shape)
         x = rsample_standard_gamma(self.concentration1, shape)
         y = rsample_standard_gamma(self.concentration0, shape)
-        return x / (x + y)
+        eps = float(np.finfo(x.dtype.np).eps)
+        return st.clamp(x / (x + y), eps / 2, 1 - eps / 2)  # inside (0, 1) for log_prob
 
     def log_prob(self, value):
         value = self._validate_sample(value)
