@@ -84,7 +84,6 @@ _export_ops()
 del _export_ops
 
 from . import datasets, graph, nn, onnx, optim, utils  # noqa: E402  (they build on all above)
-from . import distributions, linalg  # noqa: E402
 from .graph import compile  # noqa: E402,A001  (SINGA's and PyTorch's name)
 from .serialization import load, save  # noqa: E402
 
@@ -99,3 +98,6 @@ __all__ = [
     "utils", "save", "load", "datasets", "from_dlpack", "set_default_device",
     "get_default_device", "onnx", "graph", "compile", "linalg", "distributions",
 ]
+
+# PyTorch's torch.linalg and torch.distributions namespaces (top layer, built on all above)
+from . import distributions, linalg  # noqa: E402
