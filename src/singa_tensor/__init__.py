@@ -128,4 +128,8 @@ __all__ = [
     "is_inference_mode_enabled", "numel", "is_floating_point", "empty_strided", "asarray",
     *_LEGACY_TYPES, "bernoulli", "multinomial", "poisson", "load_safetensors",
     "save_safetensors",
+    "linalg", "distributions",
 ]
+
+# PyTorch's torch.linalg and torch.distributions namespaces (top layer, built on all above)
+from . import distributions, linalg  # noqa: E402

@@ -19,6 +19,8 @@ from . import (
     inplace,
     layout,
     linalg,
+    linalg_compose,
+    linalg_decomp,
     loss,
     masks,
     more_index,
@@ -55,7 +57,8 @@ from .inplace import copy_, fill_, zero_
 # order their names are looked up
 _FAMILIES = [elementwise, layout, reduce, shape, masks, padding, index, subscript, conv, norm,
              linalg, reduce_ext, loss, fused_updates, attention, attention_fused, rnn, dense,
-             sort, activation, pooling, rearrange, more_shape, more_index, more_scatter]
+             sort, activation, pooling, rearrange, more_shape, more_index, more_scatter,
+             linalg_decomp, linalg_compose]
 for _mod in reversed(_FAMILIES):
     globals().update({_k: getattr(_mod, _k) for _k in getattr(_mod, "__all__", ())})
 

@@ -1,0 +1,29 @@
+"""singa_tensor.distributions: PyTorch's torch.distributions for the common families.
+
+Samples come from the library's generator, so st.manual_seed makes them reproducible;
+rsample draws are differentiable with respect to the parameters (location-scale transforms,
+and implicit reparameterisation for Gamma, Beta and Dirichlet). Bernoulli, Categorical and
+Poisson have sample only.
+
+Example:
+    >>> import singa_tensor as st
+    >>> from singa_tensor.distributions import Normal, kl_divergence
+    >>> p, q = Normal(0.0, 1.0), Normal(0.0, 2.0)
+    >>> round(kl_divergence(p, q).item(), 4)
+    0.3181
+"""
+
+from __future__ import annotations
+
+from .continuous import Exponential, Laplace, Normal, Uniform
+from .discrete import Bernoulli, Categorical, Poisson
+from .distribution import Distribution
+from .gamma import Beta, Dirichlet, Gamma
+from .kl import kl_divergence, register_kl
+from .multivariate_normal import MultivariateNormal
+
+__all__ = [
+    "Bernoulli", "Beta", "Categorical", "Dirichlet", "Distribution", "Exponential", "Gamma",
+    "Laplace", "MultivariateNormal", "Normal", "Poisson", "Uniform", "kl_divergence",
+    "register_kl",
+]
