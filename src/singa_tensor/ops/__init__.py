@@ -20,6 +20,7 @@ from . import (
     linalg,
     loss,
     masks,
+    more_nn,
     norm,
     padding,
     reduce,

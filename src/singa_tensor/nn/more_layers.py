@@ -1,0 +1,5 @@
+"""More layers."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
