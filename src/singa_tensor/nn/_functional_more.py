@@ -14,7 +14,9 @@ from typing import Callable
 import singa_tensor as st
 from singa_tensor.autograd import no_grad as _no_grad
 from singa_tensor.ops.more_nn import (
+    bilinear,
     cosine_similarity,
+    embedding_bag,
     instance_norm,
     normalize,
     pairwise_distance,
@@ -431,13 +433,53 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
     return _triplet(op, anchor, positive, negative, dist, margin, swap, reduction)
 
 
+# ---- sampling ----------------------------------------------------------------------------------
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10,
+                   dim: int = -1) -> Tensor:
+    """softmax((logits + g) / tau) along dim, g drawn from the standard Gumbel distribution;
+    with hard, the one-hot of its argmax in the forward and the soft sample's gradient in the
+    backward (the straight-through estimator).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> import singa_tensor.nn.functional as F
+        >>> y = F.gumbel_softmax(st.zeros(2, 5), tau=0.5, hard=True)
+        >>> y.sum(dim=-1).tolist(), sorted(set(y.reshape(-1).tolist()))
+        ([1.0, 1.0], [0.0, 1.0])
+    """
+    op = "gumbel_softmax"
+    _check_float(op, "logits", logits)
+    tau = _margin(op, tau, "tau")
+    if not tau > 0:
+        raise ValueError(f"{op}: tau must be positive, got {tau}")
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    if not -max(logits.ndim, 1) <= dim < max(logits.ndim, 1):
+        raise IndexError(f"{op}: dim {dim} out of range for a tensor of {logits.ndim} dims")
+    with _no_grad():
+        u = st.rand(*logits.shape, dtype=logits.dtype, device=logits.device)
+        # -log(E), E ~ Exp(1) = -log(U); the clamp keeps log() away from 0 and 1
+        g = -(-(u.clamp(min=1e-20, max=1.0 - 1e-7)).log()).log()
+    y = st.softmax((logits + g) / tau, dim)
+    if not hard:
+        return y
+    index = y.argmax(dim=dim, keepdim=True)
+    y_hard = st.zeros_like(y).scatter(dim, index, value=1.0)
+    return y_hard - y.detach() + y
+
+
 from ._functional_ctc import ctc_loss  # noqa: E402
 
 __all__ = [
+    "bilinear",
     "cosine_embedding_loss",
     "cosine_similarity",
     "ctc_loss",
+    "embedding_bag",
     "gaussian_nll_loss",
+    "gumbel_softmax",
     "hinge_embedding_loss",
     "huber_loss",
     "instance_norm",

@@ -1,5 +1,6 @@
-"""Distances and normalisations of nn.functional that are compositions of existing ops:
-normalize, cosine_similarity, pairwise_distance, rms_norm and instance_norm.
+"""Functions of nn.functional that are compositions of existing ops: the distances and
+normalisations normalize, cosine_similarity, pairwise_distance, rms_norm and instance_norm,
+and the parameter ops embedding_bag and bilinear.
 
 Each is declared as a registry composite with a numpy reference, so the registry-driven tests
 check its values, gradients and second derivatives; nn.functional exports them under their
@@ -12,9 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import autograd as _ag
+from ..creation import tensor as _tensor_of
+from ..creation import zeros as _zeros
 from ..tensor import Tensor
 from ._registry import composite, expect_tensor
+from .dense import padding_index
 from .elementwise import where
+from .index import index_select
+from .linalg import matmul
 
 
 def _number(op: str, name: str, v) -> float:
@@ -312,6 +318,200 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
     if bias is not None:
         out = out + bias.reshape(shape)
     return out
+
+
+# ---- embedding bag -----------------------------------------------------------------------------
+
+
+def _bags(op: str, input: Tensor, offsets, include_last_offset: bool) -> tuple:
+    """(flat indices, bag of each index, number of bags) from a 2-D input (one bag a row) or
+    a 1-D input cut at offsets."""
+    if input.dtype.is_floating_point or input.dtype.name == "bool":
+        raise TypeError(f"{op}: input must be an integer tensor of indices, got "
+                        f"{input.dtype.name}")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError(f"{op}: offsets must be None when input is 2-D (one bag per row)")
+        b, length = input.shape
+        return input.reshape(-1), [i // length for i in range(b * length)], b
+    if input.ndim != 1:
+        raise ValueError(f"{op}: input must be 1-D (with offsets) or 2-D, got shape "
+                         f"{tuple(input.shape)}")
+    if offsets is None:
+        raise ValueError(f"{op}: offsets is required when input is 1-D")
+    expect_tensor(op, offsets, "offsets")
+    if offsets.ndim != 1 or offsets.dtype.is_floating_point:
+        raise ValueError(f"{op}: offsets must be a 1-D integer tensor, got shape "
+                         f"{tuple(offsets.shape)} of {offsets.dtype.name}")
+    starts = offsets.tolist()
+    n = input.shape[0]
+    if include_last_offset:
+        if not starts:
+            raise ValueError(f"{op}: offsets must not be empty with include_last_offset=True")
+        starts, ends = starts[:-1], starts[1:]
+        ends = ends[:-1] + [min(ends[-1], n)] if ends else []
+    else:
+        ends = starts[1:] + [n]
+    if starts and starts[0] != 0:
+        raise ValueError(f"{op}: the first offset must be 0, got {starts[0]}")
+    if any(a > b for a, b in zip(starts, ends)) or any(not 0 <= v <= n for v in starts):
+        raise ValueError(f"{op}: offsets must be non-decreasing and within [0, {n}], got "
+                         f"{offsets.tolist()}")
+    bag = [0] * n
+    for k, (a, b) in enumerate(zip(starts, ends)):
+        bag[a:b] = [k] * (b - a)
+    return input, bag, len(starts)
+
+
+def _embedding_bag_np(input, weight, offsets=None, max_norm=None, norm_type=2.0,
+                      scale_grad_by_freq=False, mode="mean", sparse=False,
+                      per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    if input.ndim == 2:
+        bags = [(list(row), None if per_sample_weights is None else list(w))
+                for row, w in zip(input, per_sample_weights if per_sample_weights is not None
+                                  else input)]
+    else:
+        ends = list(offsets[1:]) + [len(input)]
+        if include_last_offset:
+            ends = list(offsets[1:])
+        bags = [(list(input[a:b]), None if per_sample_weights is None
+                 else list(per_sample_weights[a:b])) for a, b in zip(offsets, ends)]
+    out = np.zeros((len(bags), weight.shape[1]), dtype=weight.dtype)
+    for k, (idx, w) in enumerate(bags):
+        keep = [i for i, j in enumerate(idx) if j != padding_idx]
+        if not keep:
+            continue
+        rows = weight[[idx[i] for i in keep]]
+        if w is not None:
+            rows = rows * np.array([w[i] for i in keep])[:, None]
+        out[k] = {"sum": rows.sum(0), "mean": rows.mean(0), "max": rows.max(0)}[mode]
+    return out
+
+
+_E = _rng.standard_normal((6, 3))
+
+
+@composite("embedding_bag", _embedding_bag_np, samples=lambda: [
+    ((np.array([0, 2, 1, 5, 2]), _E, np.array([0, 2, 2])), {"mode": "sum"}),
+    ((np.array([[0, 2, 1], [5, 2, 3]]), _E), {"mode": "mean", "padding_idx": 2}),
+    ((np.array([0, 2, 1, 5, 2]), _E, np.array([0, 1, 3, 5])),
+     {"mode": "max", "include_last_offset": True}),
+    ((np.array([0, 2, 1, 5]), _E, np.array([0, 3]), None, 2.0, False, "sum", False,
+      _rng.standard_normal(4)), {}),
+])
+def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
+                  max_norm: float | None = None, norm_type: float = 2.0,
+                  scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights: Tensor | None = None, include_last_offset: bool = False,
+                  padding_idx: int | None = None) -> Tensor:
+    """The sum, mean or max of the embedding rows of each bag of indices, without building
+    the per-index embeddings' tensor of the bags: (B, embedding_dim).
+
+    A 2-D input holds one bag per row; a 1-D input is cut into bags at offsets (with
+    include_last_offset, the last offset ends the last bag). per_sample_weights (mode "sum"
+    only) scales each row; padding_idx entries are left out of their bag; an empty bag is
+    zeros.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> import singa_tensor.nn.functional as F
+        >>> w = st.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+        >>> F.embedding_bag(st.tensor([0, 1, 2]), w, st.tensor([0, 2])).tolist()
+        [[2.0, 3.0], [5.0, 6.0]]
+    """
+    op = "embedding_bag"
+    expect_tensor(op, input)
+    _float_tensor(op, weight, "weight")
+    if weight.ndim != 2:
+        raise ValueError(f"{op}: weight must be 2-D (num_embeddings, embedding_dim), got "
+                         f"shape {tuple(weight.shape)}")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"{op}: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    if max_norm is not None:
+        raise NotImplementedError(f"{op}: max_norm is not supported")
+    num, dim = weight.shape
+    padding_idx = padding_index(op, padding_idx, num)
+    flat, bag, b = _bags(op, input, offsets, include_last_offset)
+    if per_sample_weights is not None:
+        _float_tensor(op, per_sample_weights, "per_sample_weights")
+        if mode != "sum":
+            raise ValueError(f"{op}: per_sample_weights is only supported for mode='sum', got "
+                             f"mode={mode!r}")
+        if tuple(per_sample_weights.shape) != tuple(input.shape):
+            raise ValueError(f"{op}: per_sample_weights of shape "
+                             f"{tuple(per_sample_weights.shape)} must match input of shape "
+                             f"{tuple(input.shape)}")
+    idx = flat.tolist()
+    if any(not 0 <= i < num for i in idx):
+        raise IndexError(f"{op}: index out of range for {num} embeddings: {idx}")
+    keep = [len(bag) > 0 and i != padding_idx for i in idx]
+    if not idx:
+        return _zeros(b, dim, dtype=weight.dtype, device=weight.device) + weight.sum() * 0.0
+    rows = index_select(weight, 0, flat.to("int64"))
+    member = [[1.0 if bag[i] == k and keep[i] else 0.0 for i in range(len(idx))]
+              for k in range(b)]
+    m = _tensor_of(member, dtype=weight.dtype, device=weight.device).reshape(b, len(idx))
+    if mode == "max":
+        mb = m.unsqueeze(2) > 0
+        picked = where(mb, rows.unsqueeze(0), float("-inf")).amax(dim=1)
+        return where(mb.any(dim=1), picked, 0.0)
+    if per_sample_weights is not None:
+        m = m * per_sample_weights.reshape(1, -1)
+    if mode == "mean":
+        counts = [max(sum(r), 1.0) for r in member]
+        m = m / _tensor_of(counts, dtype=weight.dtype, device=weight.device).reshape(b, 1)
+    return matmul(m, rows)
+
+
+# ---- bilinear ----------------------------------------------------------------------------------
+
+
+def _bilinear_np(x1, x2, weight, bias=None):
+    y = np.einsum("...i,kij,...j->...k", x1, weight, x2)
+    return y if bias is None else y + bias
+
+
+@composite("bilinear", _bilinear_np, samples=lambda: [
+    ((_rng.standard_normal((4, 3)), _rng.standard_normal((4, 2)),
+      _rng.standard_normal((5, 3, 2)), _rng.standard_normal(5)), {}),
+    ((_rng.standard_normal((2, 3, 3)), _rng.standard_normal((2, 3, 2)),
+      _rng.standard_normal((4, 3, 2))), {}),
+])
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None
+             ) -> Tensor:
+    """y[..., k] = input1 @ weight[k] @ input2 + bias[k], weight of shape
+    (out_features, in1_features, in2_features).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> import singa_tensor.nn.functional as F
+        >>> F.bilinear(st.ones(1, 2), st.ones(1, 3), st.ones(4, 2, 3)).tolist()
+        [[6.0, 6.0, 6.0, 6.0]]
+    """
+    op = "bilinear"
+    _float_tensor(op, input1, "input1")
+    _float_tensor(op, input2, "input2")
+    _float_tensor(op, weight, "weight")
+    if weight.ndim != 3:
+        raise ValueError(f"{op}: weight must be 3-D (out, in1, in2), got shape "
+                         f"{tuple(weight.shape)}")
+    out, in1, in2 = weight.shape
+    if input1.ndim == 0 or input1.shape[-1] != in1 or input2.ndim == 0 or (
+            input2.shape[-1] != in2) or tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]):
+        raise ValueError(f"{op}: inputs of shapes {tuple(input1.shape)} and "
+                         f"{tuple(input2.shape)} do not match weight of shape "
+                         f"{tuple(weight.shape)} (last dims {in1} and {in2}, the rest equal)")
+    if bias is not None:
+        _float_tensor(op, bias, "bias")
+        if tuple(bias.shape) != (out,):
+            raise ValueError(f"{op}: bias must have shape ({out},), got {tuple(bias.shape)}")
+    lead = tuple(input1.shape[:-1])
+    a = input1.reshape(-1, in1)
+    mixed = matmul(a, weight.permute(1, 0, 2).reshape(in1, out * in2)).reshape(-1, out, in2)
+    y = (mixed * input2.reshape(-1, 1, in2)).sum(dim=2)
+    if bias is not None:
+        y = y + bias
+    return y.reshape(*lead, out)
 
 
 __all__: list[str] = []  # nn.functional names, not st.* ones
