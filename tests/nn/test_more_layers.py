@@ -379,3 +379,64 @@ def test_lazy_errors():
         m([1.0, 2.0])
     with pytest.raises(ValueError, match="LazyLinear: out_features"):
         nn.LazyLinear(-2)
+
+
+# ---- Transformer -------------------------------------------------------------------------------
+
+
+def _small_transformer(**kw):
+    st.manual_seed(0)
+    return nn.Transformer(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1,
+                          dim_feedforward=16, dropout=0.0, **kw).double()
+
+
+@pytest.mark.parametrize("batch_first, norm_first", [(True, False), (False, True)])
+def test_transformer_wires_encoder_into_decoder_and_is_causal(batch_first, norm_first):
+    model = _small_transformer(batch_first=batch_first, norm_first=norm_first).eval()
+    shape_src, shape_tgt = ((2, 6, 8), (2, 4, 8)) if batch_first else ((6, 2, 8), (4, 2, 8))
+    src = t(rng.standard_normal(shape_src), True)
+    tgt = t(rng.standard_normal(shape_tgt))
+    mask = nn.Transformer.generate_square_subsequent_mask(4, dtype=st.float64)
+    out = model(src, tgt, tgt_mask=mask)
+    want = model.decoder(tgt, model.encoder(src), tgt_mask=mask)
+    np.testing.assert_array_equal(to_numpy(out), to_numpy(want))
+    assert out.shape == shape_tgt and len(model.encoder.layers) == 2
+    assert model.encoder.norm is not None and model.decoder.norm is not None
+    # changing the last target position leaves the earlier outputs unchanged under the mask
+    tgt2 = to_numpy(tgt).copy()
+    seq = 1 if batch_first else 0
+    tgt2[(slice(None),) * seq + (3,)] += rng.standard_normal(8)  # not a shift LayerNorm undoes
+    out2 = model(src, t(tgt2), tgt_mask=mask)
+    first = (slice(None),) * seq + (slice(0, 3),)
+    np.testing.assert_allclose(to_numpy(out2)[first], to_numpy(out)[first], rtol=1e-12,
+                               atol=1e-12)
+    assert not np.allclose(to_numpy(out2), to_numpy(out))
+    out.sum().backward()
+    assert src.grad is not None and all(p.grad is not None for p in model.parameters())
+
+
+def test_transformer_init_mask_custom_parts_and_errors():
+    model = _small_transformer()
+    w = to_numpy(model.encoder.layers[0].linear1.weight)  # (16, 8): xavier bound
+    assert np.abs(w).max() <= np.sqrt(6 / (16 + 8))
+    mask = nn.Transformer.generate_square_subsequent_mask(3)
+    assert mask.tolist() == [[0.0, -np.inf, -np.inf], [0.0, 0.0, -np.inf], [0.0, 0.0, 0.0]]
+
+    class Enc(nn.Module):
+        def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+            return src * 2.0
+
+    custom = nn.Transformer(d_model=8, nhead=2, num_decoder_layers=1, dim_feedforward=16,
+                            custom_encoder=Enc())
+    assert isinstance(custom.encoder, Enc) and custom(st.ones(3, 1, 8), st.ones(2, 1, 8)
+                                                      ).shape == (2, 1, 8)
+    with pytest.raises(RuntimeError, match="batch number of src and tgt"):
+        model(st.ones(3, 2, 8, dtype=st.float64), st.ones(3, 1, 8, dtype=st.float64))
+    with pytest.raises(RuntimeError, match="d_model=8"):
+        model(st.ones(3, 2, 4, dtype=st.float64), st.ones(3, 2, 4, dtype=st.float64))
+    with pytest.raises(ValueError, match="both be 3-D"):
+        model(st.ones(3, 2, 8), st.ones(2, 8))
+    with pytest.raises(TypeError, match="custom_encoder must be a Module"):
+        nn.Transformer(custom_encoder=lambda x: x)
+    with pytest.raises(ValueError, match="sz must be"):
+        nn.Transformer.generate_square_subsequent_mask(-1)

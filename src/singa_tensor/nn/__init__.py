@@ -54,6 +54,7 @@ from .more_layers import *  # noqa: F401,F403  (names in more_layers.__all__)
 from .more_layers import __all__ as _more_layer_names
 from .more_losses import *  # noqa: F401,F403  (names in more_losses.__all__)
 from .more_losses import __all__ as _more_loss_names
+from .more_transformer import Transformer
 from .rnn import *  # noqa: F401,F403  (recurrent layers; names in rnn.__all__)
 from .rnn import __all__ as _rnn_names
 from .transformer import *  # noqa: F401,F403  (attention layers; names in transformer.__all__)
@@ -105,4 +106,5 @@ __all__ = [
     "functional",
     "init",
 ]
-__all__ += _rnn_names + _transformer_names + _more_layer_names + _more_loss_names
+__all__ += _rnn_names + _transformer_names
+__all__ += _more_layer_names + _more_loss_names + ["Transformer"]
