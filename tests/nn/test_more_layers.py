@@ -440,3 +440,68 @@ def test_transformer_init_mask_custom_parts_and_errors():
         nn.Transformer(custom_encoder=lambda x: x)
     with pytest.raises(ValueError, match="sz must be"):
         nn.Transformer.generate_square_subsequent_mask(-1)
+
+
+# ---- affine_grid and grid_sample ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("align", [False, True])
+def test_identity_affine_grid_samples_the_image_back(align):
+    img = t(rng.standard_normal((2, 3, 4, 5)))
+    theta = t(np.tile(np.array([[1.0, 0, 0], [0, 1.0, 0]]), (2, 1, 1)))
+    grid = F.affine_grid(theta, (2, 3, 4, 5), align_corners=align)
+    assert grid.shape == (2, 4, 5, 2)
+    for mode in ("bilinear", "nearest"):
+        _close(F.grid_sample(img, grid, mode=mode, align_corners=align), to_numpy(img))
+
+
+def test_grid_sample_padding_modes_by_hand():
+    img = t(np.array([[[[1.0, 2.0, 3.0, 4.0]]]]))  # one row, W = 4
+    # with align_corners, x = -2, 1/3, 2 (normalised) are pixels -1.5, 2 and 4.5
+    g = t(np.array([[[[-2.0, 0.0], [1.0 / 3.0, 0.0], [2.0, 0.0]]]]))
+    # zeros: both taps of -1.5 and of 4.5 are outside; 2 is pixel 2 exactly
+    _close(F.grid_sample(img, g, padding_mode="zeros", align_corners=True),
+           [[[[0.0, 3.0, 0.0]]]])
+    _close(F.grid_sample(img, g, padding_mode="border", align_corners=True),
+           [[[[1.0, 3.0, 4.0]]]])
+    # reflection about the edge pixels: -1.5 -> 1.5, 4.5 -> 1.5
+    _close(F.grid_sample(img, g, padding_mode="reflection", align_corners=True),
+           [[[[2.5, 3.0, 2.5]]]])
+
+
+def test_affine_grid_translation_shifts_the_samples():
+    img = t(np.arange(12.0).reshape(1, 1, 3, 4))
+    theta = t(np.array([[[1.0, 0, 2.0 / 3.0], [0, 1.0, 0]]]))  # one pixel right (align True)
+    grid = F.affine_grid(theta, (1, 1, 3, 4), align_corners=True)
+    out = F.grid_sample(img, grid, align_corners=True)
+    want = np.concatenate([np.arange(12.0).reshape(3, 4)[:, 1:], np.zeros((3, 1))], 1)
+    _close(out, want[None, None])
+
+
+def test_grid_sample_gradient_reaches_the_grid_and_theta():
+    img = t(rng.standard_normal((1, 2, 4, 4)), True)
+    theta = t(np.array([[[0.9, 0.1, 0.05], [-0.1, 0.8, 0.1]]]), True)
+
+    def fn(a, th):
+        return F.grid_sample(a, F.affine_grid(th, (1, 2, 3, 3), align_corners=False),
+                             padding_mode="border")
+
+    assert st.autograd.gradcheck(fn, [img, theta])
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda: F.grid_sample(t(np.ones((1, 1, 2, 2))), t(np.zeros((1, 2, 2, 2))), mode="cubic"),
+     ValueError, "grid_sample: mode must be"),
+    (lambda: F.grid_sample(t(np.ones((1, 1, 2, 2))), t(np.zeros((1, 2, 2, 2))),
+                           padding_mode="wrap"), ValueError, "padding_mode must be"),
+    (lambda: F.grid_sample(t(np.ones((1, 1, 2, 2))), t(np.zeros((2, 2, 2, 2)))), ValueError,
+     r"grid must be \(N, H_out, W_out, 2\)"),
+    (lambda: F.grid_sample(t(np.ones((1, 2, 2))), t(np.zeros((1, 2, 2, 2)))), ValueError,
+     "4-D input"),
+    (lambda: F.affine_grid(t(np.ones((1, 2, 3))), (1, 1, 2)), ValueError, "size must be"),
+    (lambda: F.affine_grid(t(np.ones((2, 2, 3))), (1, 1, 2, 2)), ValueError,
+     r"theta of shape \(1, 2, 3\)"),
+])
+def test_sampling_errors(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()

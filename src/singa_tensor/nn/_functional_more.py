@@ -22,6 +22,7 @@ from singa_tensor.ops.more_nn import (
     pairwise_distance,
     rms_norm,
 )
+from singa_tensor.ops.more_sampling import affine_grid, grid_sample
 from singa_tensor.tensor import Tensor
 
 from ._functional_losses import (
@@ -473,12 +474,14 @@ def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: fl
 from ._functional_ctc import ctc_loss  # noqa: E402
 
 __all__ = [
+    "affine_grid",
     "bilinear",
     "cosine_embedding_loss",
     "cosine_similarity",
     "ctc_loss",
     "embedding_bag",
     "gaussian_nll_loss",
+    "grid_sample",
     "gumbel_softmax",
     "hinge_embedding_loss",
     "huber_loss",

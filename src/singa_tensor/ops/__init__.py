@@ -21,6 +21,7 @@ from . import (
     loss,
     masks,
     more_nn,
+    more_sampling,
     norm,
     padding,
     reduce,
