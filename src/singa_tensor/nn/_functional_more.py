@@ -34,6 +34,7 @@ from ._functional_losses import (
     _same_device,
 )
 
+
 def _margin(op: str, margin, name: str = "margin") -> float:
     if isinstance(margin, bool) or not isinstance(margin, (int, float)):
         raise TypeError(f"{op}: {name} must be a number, got {type(margin).__name__}")
@@ -392,8 +393,6 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
                         f"use reduction")
     _check_reduction(op, reduction)
     margin = _margin(op, margin)
-    if not margin > 0:
-        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
     _triplet_inputs(op, anchor, positive, negative)
     ndims = {anchor.ndim, positive.ndim, negative.ndim}
     if len(ndims) != 1 or anchor.ndim not in (1, 2):

@@ -205,8 +205,6 @@ class TripletMarginLoss(_Loss):
         if size_average is not None or reduce is not None:
             raise TypeError("TripletMarginLoss: size_average and reduce are deprecated and not "
                             "supported; use reduction")
-        if isinstance(margin, (int, float)) and not isinstance(margin, bool) and margin <= 0:
-            raise ValueError(f"TripletMarginLoss: margin must be greater than 0, got {margin}")
         self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
 
     def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
