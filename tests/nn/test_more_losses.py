@@ -282,6 +282,7 @@ def test_ctc_trains_with_log_softmax_input():
     ((t(CTC_LP), t(CTC_TARGETS), CTC_IN, CTC_TL), {"reduction": "avg"}, ValueError,
      "reduction"),
     ((t(CTC_LP), t(CTC_TARGETS), 2.5, CTC_TL), {}, TypeError, "input_lengths"),
+    ((t(CTC_LP).half(), t(CTC_TARGETS), CTC_IN, CTC_TL), {}, TypeError, "float32 or float64"),
 ])
 def test_ctc_errors(args, kwargs, exc, match):
     with pytest.raises(exc, match=match):

@@ -99,6 +99,9 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     op = "ctc_loss"
     _check_reduction(op, reduction)
     _check_float(op, "log_probs", log_probs)
+    if log_probs.dtype not in (st.float32, st.float64):
+        raise TypeError(f"{op}: log_probs must be float32 or float64, got "
+                        f"{log_probs.dtype.name}")
     if log_probs.ndim not in (2, 3):
         raise ValueError(f"{op}: log_probs must be (T, N, C) or (T, C), got shape "
                          f"{tuple(log_probs.shape)}")

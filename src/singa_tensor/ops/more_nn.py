@@ -21,6 +21,7 @@ from .dense import padding_index
 from .elementwise import where
 from .index import index_select
 from .linalg import matmul
+from .shape import cat
 
 
 def _number(op: str, name: str, v) -> float:
@@ -324,8 +325,8 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
 
 
 def _bags(op: str, input: Tensor, offsets, include_last_offset: bool) -> tuple:
-    """(flat indices, bag of each index, number of bags) from a 2-D input (one bag a row) or
-    a 1-D input cut at offsets."""
+    """(flat indices, bag of each index, (start, end) of each bag, number of bags) from a 2-D
+    input (one bag a row) or a 1-D input cut at offsets."""
     if input.dtype.is_floating_point or input.dtype.name == "bool":
         raise TypeError(f"{op}: input must be an integer tensor of indices, got "
                         f"{input.dtype.name}")
@@ -333,7 +334,8 @@ def _bags(op: str, input: Tensor, offsets, include_last_offset: bool) -> tuple:
         if offsets is not None:
             raise ValueError(f"{op}: offsets must be None when input is 2-D (one bag per row)")
         b, length = input.shape
-        return input.reshape(-1), [i // length for i in range(b * length)], b
+        return (input.reshape(-1), [i // length for i in range(b * length)],
+                [(k * length, (k + 1) * length) for k in range(b)], b)
     if input.ndim != 1:
         raise ValueError(f"{op}: input must be 1-D (with offsets) or 2-D, got shape "
                          f"{tuple(input.shape)}")
@@ -360,7 +362,9 @@ def _bags(op: str, input: Tensor, offsets, include_last_offset: bool) -> tuple:
     bag = [0] * n
     for k, (a, b) in enumerate(zip(starts, ends)):
         bag[a:b] = [k] * (b - a)
-    return input, bag, len(starts)
+    # indices past the last bag's end (include_last_offset) belong to no bag
+    used = ends[-1] if ends else 0
+    return input[:used], bag[:used], list(zip(starts, ends)), len(starts)
 
 
 def _embedding_bag_np(input, weight, offsets=None, max_norm=None, norm_type=2.0,
@@ -431,7 +435,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
         raise NotImplementedError(f"{op}: max_norm is not supported")
     num, dim = weight.shape
     padding_idx = padding_index(op, padding_idx, num)
-    flat, bag, b = _bags(op, input, offsets, include_last_offset)
+    flat, bag, spans, b = _bags(op, input, offsets, include_last_offset)
     if per_sample_weights is not None:
         _float_tensor(op, per_sample_weights, "per_sample_weights")
         if mode != "sum":
@@ -441,26 +445,42 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
             raise ValueError(f"{op}: per_sample_weights of shape "
                              f"{tuple(per_sample_weights.shape)} must match input of shape "
                              f"{tuple(input.shape)}")
-    idx = flat.tolist()
-    if any(not 0 <= i < num for i in idx):
-        raise IndexError(f"{op}: index out of range for {num} embeddings: {idx}")
-    keep = [len(bag) > 0 and i != padding_idx for i in idx]
-    if not idx:
+    count = flat.numel()
+    if count == 0:
         return _zeros(b, dim, dtype=weight.dtype, device=weight.device) + weight.sum() * 0.0
-    rows = index_select(weight, 0, flat.to("int64"))
-    member = [[1.0 if bag[i] == k and keep[i] else 0.0 for i in range(len(idx))]
-              for k in range(b)]
-    m = _tensor_of(member, dtype=weight.dtype, device=weight.device).reshape(b, len(idx))
+    flat = flat.to("int64")
+    with _ag.no_grad():
+        if ((flat < 0) | (flat >= num)).any().item():
+            raise IndexError(f"{op}: index out of range for {num} embeddings: "
+                             f"{flat.tolist()}")
+    keep = None if padding_idx is None else (flat != padding_idx)
+    rows = index_select(weight, 0, flat)
     if mode == "max":
-        mb = m.unsqueeze(2) > 0
-        picked = where(mb, rows.unsqueeze(0), float("-inf")).amax(dim=1)
-        return where(mb.any(dim=1), picked, 0.0)
+        if keep is not None:
+            rows = where(keep.reshape(count, 1), rows, float("-inf"))
+        # each bag padded to the longest with a row of -inf (index `count`), then one amax
+        width = max((e - a for a, e in spans), default=0)
+        pos = [list(range(a, e)) + [count] * (width - e + a) for a, e in spans]
+        if b == 0 or width == 0:
+            return _zeros(b, dim, dtype=weight.dtype, device=weight.device) + rows.sum() * 0.0
+        padded = cat([rows, _zeros(1, dim, dtype=weight.dtype, device=weight.device)
+                      + float("-inf")], 0)
+        at = _tensor_of(pos, dtype="int64", device=weight.device).reshape(-1)
+        picked = index_select(padded, 0, at).reshape(b, width, dim).amax(dim=1)
+        return where(picked == float("-inf"), 0.0, picked)  # empty bags are zeros
+    bag_of = _tensor_of(bag, dtype="int64", device=weight.device)
+    scale = None if keep is None else keep.to(weight.dtype)
     if per_sample_weights is not None:
-        m = m * per_sample_weights.reshape(1, -1)
-    if mode == "mean":
-        counts = [max(sum(r), 1.0) for r in member]
-        m = m / _tensor_of(counts, dtype=weight.dtype, device=weight.device).reshape(b, 1)
-    return matmul(m, rows)
+        psw = per_sample_weights.reshape(-1)[:count]
+        scale = psw if scale is None else scale * psw
+    src = rows if scale is None else rows * scale.reshape(count, 1)
+    total = _zeros(b, dim, dtype=weight.dtype, device=weight.device).index_add(0, bag_of, src)
+    if mode == "sum":
+        return total
+    ones = (_zeros(count, dtype=weight.dtype, device=weight.device) + 1.0) if keep is None \
+        else keep.to(weight.dtype)
+    n_in_bag = _zeros(b, dtype=weight.dtype, device=weight.device).index_add(0, bag_of, ones)
+    return total / n_in_bag.clamp(min=1.0).reshape(b, 1)
 
 
 # ---- bilinear ----------------------------------------------------------------------------------
