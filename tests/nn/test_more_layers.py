@@ -505,3 +505,13 @@ def test_grid_sample_gradient_reaches_the_grid_and_theta():
 def test_sampling_errors(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_lazy_module_survives_deepcopy_before_the_dry_run():
+    import copy
+
+    m = nn.LazyConv2d(2, 1)
+    c = copy.deepcopy(m)
+    assert c.has_uninitialized_params()
+    assert c(st.ones(1, 3, 2, 2)).shape == (1, 2, 2, 2) and c.weight.shape == (2, 3, 1, 1)
+    assert m.has_uninitialized_params() and not hasattr(c, "_uninitialized")

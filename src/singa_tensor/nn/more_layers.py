@@ -476,12 +476,6 @@ class ParameterDict(Module):
 # ---- lazy modules ------------------------------------------------------------------------------
 
 
-def _placeholder(dtype, device) -> Tensor:
-    p = Parameter(creation.empty(0, dtype=dtype, device=device))
-    p._uninitialized = True
-    return p
-
-
 class _LazyModule(Module):
     """A module whose parameters (and running statistics) are uninitialised placeholders
     until the first call, which reads the input's size, builds the module it becomes with
@@ -489,25 +483,32 @@ class _LazyModule(Module):
     optimizer built before that first call) therefore see the initialised parameters; as in
     PyTorch, build the optimizer after a dry run where possible."""
 
-    _lazy_params: tuple = ()
-    _lazy_buffers: tuple = ()
-
-    def _init_lazy(self, dtype, device, params: dict) -> None:
+    def _init_lazy(self, dtype, device, params: dict, buffers: tuple = ()) -> None:
+        # the names still waiting for data; a module attribute, so deepcopy keeps it
+        self._uninitialized: set = set()
         for name, present in params.items():
             if present:
-                setattr(self, name, _placeholder(dtype, device))
+                setattr(self, name, Parameter(creation.empty(0, dtype=dtype, device=device)))
+                self._uninitialized.add(name)
             else:
                 self.register_parameter(name, None)
+        for name in buffers:
+            self.register_buffer(name, creation.empty(0, dtype=dtype, device=device))
+            self._uninitialized.add(name)
 
     def has_uninitialized_params(self) -> bool:
         """Whether some parameter or buffer is still waiting for the first input."""
-        return any(getattr(t, "_uninitialized", False)
-                   for t in list(self._parameters.values()) + list(self._buffers.values()))
+        return bool(self._uninitialized)
+
+    def _placeholders(self):
+        for store in (self._parameters, self._buffers):
+            for name, t in store.items():
+                if name in self._uninitialized and t is not None:
+                    yield name, t
 
     def _dtype_device(self):
-        for t in list(self._parameters.values()) + list(self._buffers.values()):
-            if t is not None and getattr(t, "_uninitialized", False):
-                return t.dtype, t.device
+        for _, t in self._placeholders():
+            return t.dtype, t.device
         return None, None
 
     def _built(self, input: Tensor) -> Module:  # pragma: no cover (each lazy class has one)
@@ -520,20 +521,20 @@ class _LazyModule(Module):
                             f"{type(input).__name__}")
         built = self._built(input)
         built.train(self.training)
+        waiting = dict(self._placeholders())
         with no_grad():
             for store in ("_parameters", "_buffers"):
                 mine, theirs = self.__dict__[store], built.__dict__[store]
                 for name, t in theirs.items():
-                    old = mine.get(name)
-                    if old is not None and t is not None and getattr(old, "_uninitialized",
-                                                                      False):
-                        old.data = t.detach()
-                        del old._uninitialized
+                    if name in waiting and t is not None:
+                        waiting[name].data = t.detach()
                     else:
                         mine[name] = t
         for k, v in built.__dict__.items():
             if k not in ("_parameters", "_buffers", "_modules", "training"):
                 self.__dict__[k] = v
+        for k in [k for k in self.__dict__ if k not in built.__dict__]:
+            del self.__dict__[k]  # the lazy form's own bookkeeping (_uninitialized ...)
         self.__class__ = type(built)
 
     def __call__(self, *args, **kwargs):
@@ -560,13 +561,10 @@ class _LazyModule(Module):
         """Loading into an uninitialised module takes each placeholder's shape from the
         state dict, then loads as usual."""
         with no_grad():
-            for store in (self._parameters, self._buffers):
-                for name, t in store.items():
-                    if getattr(t, "_uninitialized", False) and name in state_dict:
-                        value = state_dict[name]
-                        if isinstance(value, Tensor):
-                            t.data = creation.zeros(*value.shape, dtype=t.dtype,
-                                                    device=t.device)
+            for name, t in self._placeholders():
+                value = state_dict[name] if name in state_dict else None
+                if isinstance(value, Tensor):
+                    t.data = creation.zeros(*value.shape, dtype=t.dtype, device=t.device)
         return super().load_state_dict(state_dict, strict)
 
 
@@ -659,14 +657,11 @@ class _LazyBatchNorm(_LazyModule):
         self.num_features = 0
         self.eps, self.momentum = eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        self._init_lazy(dtype, device, {"weight": affine, "bias": affine})
-        for name in ("running_mean", "running_var"):
-            if track_running_stats:
-                b = creation.empty(0, dtype=dtype, device=device)
-                b._uninitialized = True
-                self.register_buffer(name, b)
-            else:
-                self.register_buffer(name, None)
+        stats = ("running_mean", "running_var") if track_running_stats else ()
+        self._init_lazy(dtype, device, {"weight": affine, "bias": affine}, stats)
+        if not track_running_stats:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
         self.register_buffer("num_batches_tracked",
                              creation.zeros((), dtype="int64", device=device)
                              if track_running_stats else None)
