@@ -23,7 +23,7 @@ class Transformer(Module):
     output; each stack ends with a LayerNorm. custom_encoder/custom_decoder replace the
     stacks (modules with the call signatures of TransformerEncoder/TransformerDecoder).
     Inputs are (S, N, E) and (T, N, E), or (N, S, E) and (N, T, E) with batch_first.
-    Weight matrices are initialised with xavier_uniform_, as PyTorch does.
+    Weight matrices are initialised with ``xavier_uniform_``, as PyTorch does.
 
     Example:
         >>> import singa_tensor as st
