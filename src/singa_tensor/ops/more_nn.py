@@ -450,9 +450,10 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
         return _zeros(b, dim, dtype=weight.dtype, device=weight.device) + weight.sum() * 0.0
     flat = flat.to("int64")
     with _ag.no_grad():
-        if ((flat < 0) | (flat >= num)).any().item():
-            raise IndexError(f"{op}: index out of range for {num} embeddings: "
-                             f"{flat.tolist()}")
+        bad = (flat < 0) | (flat >= num)
+        if bad.any().item():
+            raise IndexError(f"{op}: index {flat[bad][0].item()} out of range for {num} "
+                             f"embeddings")
     keep = None if padding_idx is None else (flat != padding_idx)
     rows = index_select(weight, 0, flat)
     if mode == "max":
