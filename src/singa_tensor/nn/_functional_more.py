@@ -304,8 +304,11 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
         raise ValueError(f"{op}: target of shape {tuple(target.shape)} does not match input "
                          f"of shape {tuple(input.shape)}")
     t = t.to(st.int64)
-    if n and ((t < 0).any().item() or (t >= c).any().item()):
-        raise IndexError(f"{op}: target values must be in [0, {c}), got {t.tolist()}")
+    with _no_grad():
+        bad = (t < 0) | (t >= c)
+        if n and bad.any().item():
+            raise IndexError(f"{op}: target values must be in [0, {c}), got "
+                             f"{t[bad][0].item()}")
     xy = st.gather(x, 1, t.reshape(n, 1))
     h = (margin - xy + x).clamp(min=0.0)
     if p == 2:
