@@ -515,3 +515,19 @@ def test_lazy_module_survives_deepcopy_before_the_dry_run():
     assert c.has_uninitialized_params()
     assert c(st.ones(1, 3, 2, 2)).shape == (1, 2, 2, 2) and c.weight.shape == (2, 3, 1, 1)
     assert m.has_uninitialized_params() and not hasattr(c, "_uninitialized")
+
+
+def test_grid_sample_bicubic_by_hand():
+    a, b, c, d = 1.0, 2.0, 5.0, 3.0
+    img = t(np.array([[[[a, b, c, d]]]]))
+    # cubic convolution (a = -0.75) weights of the taps -1, 0, 1, 2 at a half-way point
+    w = np.array([-0.09375, 0.59375, 0.59375, -0.09375])
+    # align_corners with W = 4: x = 0 is pixel 1.5, x = -2/3 pixel 0.5
+    g = t(np.array([[[[0.0, 0.0], [-2.0 / 3.0, 0.0]]]]))
+    got = F.grid_sample(img, g, mode="bicubic", align_corners=True)
+    _close(got, [[[[w @ [a, b, c, d], w @ [0.0, a, b, c]]]]])
+    border = F.grid_sample(img, g, mode="bicubic", padding_mode="border", align_corners=True)
+    _close(border, [[[[w @ [a, b, c, d], w @ [a, a, b, c]]]]])  # each tap clamped
+    # at the pixels themselves bicubic returns the image
+    ident = F.affine_grid(t(np.array([[[1.0, 0, 0], [0, 1.0, 0]]])), (1, 1, 1, 4))
+    _close(F.grid_sample(img, ident, mode="bicubic"), to_numpy(img))

@@ -265,6 +265,8 @@ def grid_sample(node, inputs, attrs):
         raise node.fail(f"mode {mode!r} / padding_mode {padding!r} is not supported")
     align = bool(attrs.get("align_corners", 0))
     if r == 2 and mode in ("linear", "nearest"):  # nn.functional's, differentiable in grid
+        # (cubic stays below: PyTorch's bicubic pads each of the 4x4 taps, and with border
+        # padding ONNX's cubic gives other values near the edges)
         return _grid_sample(x, grid, "bilinear" if mode == "linear" else "nearest", padding,
                             align)
     n, c = x.shape[:2]

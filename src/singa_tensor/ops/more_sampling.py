@@ -1,9 +1,9 @@
 """Spatial sampling of nn.functional: affine_grid builds the sampling grid of an affine map,
-grid_sample reads an image at the grid's positions (bilinear or nearest, with zeros, border or
-reflection padding).
+grid_sample reads an image at the grid's positions (bilinear, nearest or bicubic, with zeros,
+border or reflection padding).
 
 Both are registry composites. grid_sample is differentiable in the image and, for bilinear
-sampling, in the grid too: the tap indices come from floor() (a zero gradient) while the
+and bicubic sampling, in the grid too: the tap indices come from floor() (a zero gradient) while the
 interpolation weights are smooth functions of the positions. The ONNX importer's AffineGrid
 and GridSample handlers call these functions for the cases they cover.
 """
@@ -18,7 +18,8 @@ from ._registry import composite, expect_tensor
 from .elementwise import where
 from .linalg import matmul
 
-_MODES = ("bilinear", "nearest")
+_MODES = ("bilinear", "nearest", "bicubic")
+_A = -0.75  # the cubic convolution constant PyTorch's bicubic uses
 _PADDINGS = ("zeros", "border", "reflection")
 
 
@@ -104,8 +105,8 @@ def _reflect(v, lo2: float, hi2: float, floor, absolute, select):
     return select(even, extra + lo, span - extra + lo)
 
 
-def _source_coord(v, d: int, padding: str, align: bool, ops: dict):
-    x = _unnormalize(v, d, align)
+def _pad_coord(x, d: int, padding: str, align: bool, ops: dict):
+    """A pixel coordinate moved inside the image by padding_mode ("zeros" leaves it)."""
     if padding == "border":
         x = ops["clip"](x, 0.0, d - 1.0)
     elif padding == "reflection":
@@ -117,29 +118,59 @@ def _source_coord(v, d: int, padding: str, align: bool, ops: dict):
     return x
 
 
-_NP_OPS = {"clip": np.clip, "floor": np.floor, "abs": np.abs, "where": np.where}
+def _source_coord(v, d: int, padding: str, align: bool, ops: dict):
+    return _pad_coord(_unnormalize(v, d, align), d, padding, align, ops)
+
+
+def _cubic_weights(t) -> list:
+    """The four cubic-convolution weights of the taps at -1, 0, 1, 2 for a fraction t."""
+    def near(x):  # |x| <= 1
+        return ((_A + 2) * x - (_A + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((_A * x - 5 * _A) * x + 8 * _A) * x - 4 * _A
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _taps(gx, gy, h: int, w: int, mode: str, padding: str, align: bool, ops: dict,
+          detach=lambda v: v) -> list:
+    """(x, y, weight) of each tap: pixel coordinates inside the image, or outside it only
+    with zeros padding (those taps read 0); weight None is 1 (nearest)."""
+    if mode == "bicubic":  # padding applies to each tap, not to the sampled position
+        x, y = _unnormalize(gx, w, align), _unnormalize(gy, h, align)
+        x0, y0 = ops["floor"](detach(x)), ops["floor"](detach(y))
+        wx, wy = _cubic_weights(x - x0), _cubic_weights(y - y0)
+        return [(_pad_coord(x0 + (j - 1), w, padding, align, ops),
+                 _pad_coord(y0 + (i - 1), h, padding, align, ops), wx[j] * wy[i])
+                for i in range(4) for j in range(4)]
+    x = _source_coord(gx, w, padding, align, ops)
+    y = _source_coord(gy, h, padding, align, ops)
+    if mode == "nearest":
+        return [(ops["round"](detach(x)), ops["round"](detach(y)), None)]
+    x0, y0 = ops["floor"](detach(x)), ops["floor"](detach(y))
+    tx, ty = x - x0, y - y0
+    return [(x0, y0, (1 - tx) * (1 - ty)), (x0 + 1, y0, tx * (1 - ty)),
+            (x0, y0 + 1, (1 - tx) * ty), (x0 + 1, y0 + 1, tx * ty)]
+
+
+_NP_OPS = {"clip": np.clip, "floor": np.floor, "abs": np.abs, "where": np.where,
+           "round": np.rint}
 _T_OPS = {"clip": lambda x, lo, hi: x.clamp(min=lo, max=hi), "floor": lambda x: x.floor(),
-          "abs": lambda x: x.abs(), "where": where}
+          "abs": lambda x: x.abs(), "where": where, "round": lambda x: x.round()}
 
 
 def _grid_sample_np(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     n, c, h, w = input.shape
     align = bool(align_corners)
-    x = _source_coord(grid[..., 0], w, padding_mode, align, _NP_OPS)
-    y = _source_coord(grid[..., 1], h, padding_mode, align, _NP_OPS)
+    taps = _taps(grid[..., 0], grid[..., 1], h, w, mode, padding_mode, align, _NP_OPS)
     out = np.zeros((n, c) + grid.shape[1:3], dtype=input.dtype)
-    if mode == "nearest":
-        taps = [(np.rint(x), np.rint(y), np.ones_like(x))]
-    else:
-        x0, y0 = np.floor(x), np.floor(y)
-        tx, ty = x - x0, y - y0
-        taps = [(x0, y0, (1 - tx) * (1 - ty)), (x0 + 1, y0, tx * (1 - ty)),
-                (x0, y0 + 1, (1 - tx) * ty), (x0 + 1, y0 + 1, tx * ty)]
+    taps = [(xs, ys, np.ones_like(xs) if wt is None else wt) for xs, ys, wt in taps]
     for b in range(n):
         for i in range(grid.shape[1]):
             for j in range(grid.shape[2]):
                 for xs, ys, wt in taps:
-                    xi, yi = int(xs[b, i, j]), int(ys[b, i, j])
+                    xi, yi = int(np.rint(xs[b, i, j])), int(np.rint(ys[b, i, j]))
                     if 0 <= xi < w and 0 <= yi < h:
                         out[b, :, i, j] += wt[b, i, j] * input[b, :, yi, xi]
     return out
@@ -152,13 +183,17 @@ def _grid_samples():
     grid = np.where(np.abs(grid * 4 % 1 - 0.5) < 0.1, grid + 0.07, grid)
     return [((img, grid), {"padding_mode": p, "align_corners": a})
             for p in _PADDINGS for a in (False, True)] + [
-        ((img, grid), {"mode": "nearest", "padding_mode": "reflection"})]
+        ((img, grid), {"mode": "nearest", "padding_mode": "reflection"}),
+        ((img, grid), {"mode": "bicubic", "padding_mode": "zeros"}),
+        ((img, grid), {"mode": "bicubic", "padding_mode": "reflection", "align_corners": True}),
+        ((img, grid), {"mode": "bicubic", "padding_mode": "border"})]
 
 
 @composite("grid_sample", _grid_sample_np, samples=_grid_samples)
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:
     """Sample input (N, C, H, W) at grid (N, H_out, W_out, 2) positions (x, y) in [-1, 1]
+    by bilinear, nearest or bicubic (cubic convolution, a = -0.75) interpolation
     (-1 the left/top, 1 the right/bottom: pixel centres with align_corners, pixel edges
     without); positions outside read zeros, the border, or the image reflected at its
     border, by padding_mode. Returns (N, C, H_out, W_out); align_corners=None is False.
@@ -194,20 +229,15 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     n, c, h, w = input.shape
     ho, wo = grid.shape[1], grid.shape[2]
     align = bool(align_corners)
-    x = _source_coord(grid[..., 0], w, padding_mode, align, _T_OPS)  # (N, Ho, Wo)
-    y = _source_coord(grid[..., 1], h, padding_mode, align, _T_OPS)
-    if mode == "nearest":
-        taps = [(x.detach().round(), y.detach().round(), None)]
-    else:
-        x0, y0 = x.detach().floor(), y.detach().floor()
-        tx, ty = x - x0, y - y0
-        taps = [(x0, y0, (1 - tx) * (1 - ty)), (x0 + 1, y0, tx * (1 - ty)),
-                (x0, y0 + 1, (1 - tx) * ty), (x0 + 1, y0 + 1, tx * ty)]
+    taps = _taps(grid[..., 0], grid[..., 1], h, w, mode, padding_mode, align, _T_OPS,
+                 detach=lambda v: v.detach())
     flat = input.reshape(n, c, h * w)
     out = None
     for xs, ys, wt in taps:
         inside = (xs >= 0) & (xs <= w - 1) & (ys >= 0) & (ys <= h - 1)
-        index = (ys.clamp(min=0, max=h - 1) * w + xs.clamp(min=0, max=w - 1)).to("int64")
+        xs, ys = xs.detach(), ys.detach()
+        index = (ys.clamp(min=0, max=h - 1) * w + xs.clamp(min=0, max=w - 1)).round()
+        index = index.to("int64")
         picked = flat.gather(2, index.reshape(n, 1, ho * wo).expand(n, c, ho * wo))
         keep = inside.to(input.dtype) if wt is None else where(inside, wt, 0.0)
         term = picked * keep.reshape(n, 1, ho * wo)
