@@ -52,6 +52,11 @@ from .loss import (
     SmoothL1Loss,
 )
 from .module import Module, Parameter
+from .more_layers import *  # noqa: F401,F403  (names in more_layers.__all__)
+from .more_layers import __all__ as _more_layer_names
+from .more_losses import *  # noqa: F401,F403  (names in more_losses.__all__)
+from .more_losses import __all__ as _more_loss_names
+from .more_transformer import Transformer
 from .padding_layers import *  # noqa: F401,F403  (padding modules)
 from .padding_layers import __all__ as _padding_names
 from .pooling_layers import *  # noqa: F401,F403  (1-d, 3-d, adaptive max and power pools)
@@ -113,3 +118,4 @@ __all__ = [
 ]
 __all__ += (_rnn_names + _transformer_names + _activation_names + _padding_names
             + _pooling_names + _rearrange_names)
+__all__ += _more_layer_names + _more_loss_names + ["Transformer"]

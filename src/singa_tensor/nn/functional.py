@@ -246,6 +246,11 @@ from ._functional_losses import __all__ as _loss_names  # noqa: E402
 
 __all__ += _loss_names
 
+from ._functional_more import *  # noqa: E402,F401,F403  (more losses, distances, norms)
+from ._functional_more import __all__ as _more_names  # noqa: E402
+
+__all__ += _more_names
+
 from ._functional_seq import *  # noqa: E402,F401,F403  (attention and recurrent functions)
 from ._functional_seq import __all__ as _seq_names  # noqa: E402
 

@@ -2,9 +2,11 @@
 RoiAlign and DeformConv.
 
 Resize builds one interpolation matrix per axis in numpy and applies it with a matmul, so the
-image keeps its gradient. GridSample, RoiAlign and DeformConv read their sampling positions
-(grid, boxes, offsets) on the host as metadata: gradients reach the sampled image and the
-weights, not the positions.
+image keeps its gradient. AffineGrid, and GridSample in 2-D with linear or nearest
+sampling, are nn.functional's affine_grid and grid_sample (differentiable in the grid too).
+The other GridSample forms, RoiAlign and DeformConv read their sampling positions (grid,
+boxes, offsets) on the host as metadata: gradients reach the sampled image and the weights,
+not the positions.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import math
 import numpy as np
 
 from .. import creation
+from ..ops.more_sampling import affine_grid as _affine_grid
+from ..ops.more_sampling import grid_sample as _grid_sample
 from ..ops.shape import stack
 from ._graph import ints
 from ._handlers import handler
@@ -197,17 +201,7 @@ def affine_grid(node, inputs, attrs):
     r = len(size) - 2
     if r not in (2, 3) or theta.shape != (size[0], r, r + 1):
         raise node.fail(f"theta {theta.shape} must be (N, {r}, {r + 1}) for size {size}")
-    axes = []
-    for d in reversed(size[2:]):  # the grid lists x (width) first
-        if attrs.get("align_corners", 0):
-            axes.append(np.linspace(-1.0, 1.0, d) if d > 1 else np.zeros(1))
-        else:
-            axes.append((np.arange(d) * 2 + 1) / d - 1)
-    mesh = list(np.meshgrid(*axes[::-1], indexing="ij"))[::-1]
-    base = np.stack(mesh + [np.ones_like(mesh[0])], -1).reshape(-1, r + 1)
-    base_t = creation.tensor(base, dtype=theta.dtype, device=theta.device)
-    grid = base_t @ theta.transpose(1, 2)  # (N, P, r)
-    return grid.reshape(size[0], *size[2:], r)
+    return _affine_grid(theta, size, align_corners=bool(attrs.get("align_corners", 0)))
 
 
 def _reflect(v, lo, hi):
@@ -270,6 +264,11 @@ def grid_sample(node, inputs, attrs):
                                                                      "reflection"):
         raise node.fail(f"mode {mode!r} / padding_mode {padding!r} is not supported")
     align = bool(attrs.get("align_corners", 0))
+    if r == 2 and mode in ("linear", "nearest"):  # nn.functional's, differentiable in grid
+        # (cubic stays below: PyTorch's bicubic pads each of the 4x4 taps, and with border
+        # padding ONNX's cubic gives other values near the edges)
+        return _grid_sample(x, grid, "bilinear" if mode == "linear" else "nearest", padding,
+                            align)
     n, c = x.shape[:2]
     spatial = list(x.shape[2:])
     out = list(grid.shape[1:-1])
