@@ -113,8 +113,6 @@ __all__ = [
     "Sigmoid",
     "Softmax",
     "Tanh",
-    "functional",
-    "init",
 ]
 __all__ += (_rnn_names + _transformer_names + _activation_names + _padding_names
             + _pooling_names + _rearrange_names)
