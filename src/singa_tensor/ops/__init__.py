@@ -20,10 +20,13 @@ from . import (
     linalg,
     loss,
     masks,
+    matrix_more,
     norm,
     padding,
+    pointwise_more,
     reduce,
     reduce_ext,
+    reduce_more,
     rnn,
     shape,
     sort,
@@ -49,7 +52,7 @@ from .inplace import copy_, fill_, zero_
 # order their names are looked up
 _FAMILIES = [elementwise, layout, reduce, shape, masks, padding, index, subscript, conv, norm,
              linalg, reduce_ext, loss, fused_updates, attention, attention_fused, rnn, dense,
-             sort]
+             sort, pointwise_more, matrix_more, reduce_more]
 for _mod in reversed(_FAMILIES):
     globals().update({_k: getattr(_mod, _k) for _k in getattr(_mod, "__all__", ())})
 
