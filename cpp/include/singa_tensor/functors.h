@@ -273,11 +273,15 @@ ST_HD T zeta_tail_(T s, T x) {
 // polygamma(n, x) for whole n >= 1: (-1)^(n+1) n! zeta(n + 1, x), zeta summed directly until
 // x >= 10 + n, then its tail. Below zero, n = 1 uses the reflection psi1(x) = pi^2 / sin^2(pi x)
 // - psi1(1 - x); other n sum up from x, refused (NaN) below -1e6. At the poles (the integers
-// <= 0): +inf for odd n, NaN for even n, whose sign differs on the two sides. n = 0 is digamma.
+// <= 0): +inf for odd n, NaN for even n, whose sign differs on the two sides; NaN at -inf.
+// n = 0 is digamma.
 template <class T>
 ST_HD T polygamma_(T n, T x) {
   if (n == T(0)) return digamma_(x);
-  if (x != x) return x;
+  // Python passes a whole n >= 0; anything else (a fused program's stray constant) is NaN
+  // rather than a loop of n steps
+  if (!(n > T(0) && n <= T(1000) && n == std::floor(n))) return T(NAN);
+  if (x != x || x == T(-INFINITY)) return T(NAN);
   bool odd = std::fmod(n, T(2)) == T(1);
   if (x <= T(0) && x == std::nearbyint(x)) return odd ? T(INFINITY) : T(NAN);
   if (x == T(INFINITY)) return T(0);
@@ -301,14 +305,14 @@ ST_HD T polygamma_(T n, T x) {
 }
 
 // erfinv: Giles' single-precision approximation (w = -log(1 - x^2), two polynomial ranges) as
-// the start, then two Newton steps on erf(y) = x, which take float64 to full precision.
+// the start, then Newton steps in double, which take float64 to full precision.
 template <class T>
 ST_HD T erfinv_(T x) {
   T ax = x < T(0) ? -x : x;
   if (!(ax < T(1))) return ax == T(1) ? (x < T(0) ? T(-INFINITY) : T(INFINITY)) : T(NAN);
   if (x == T(0)) return x;
-  float xf = float(x);
-  float w = -std::log((1.0f - xf) * (1.0f + xf));
+  double xd = double(x);  // float64 inputs next to 1 must not round to 1 here
+  float w = float(-std::log((1.0 - xd) * (1.0 + xd)));
   float p;
   if (w < 5.0f) {
     w -= 2.5f;
@@ -333,13 +337,23 @@ ST_HD T erfinv_(T x) {
     p = 1.00167406f + p * w;
     p = 2.83297682f + p * w;
   }
-  T y = T(p) * x;
-  if (ax < T(0.9999999)) {  // near +-1 the float start is more accurate than erf's slope allows
-    for (int i = 0; i < 2; ++i) {
-      y -= (std::erf(y) - x) / (T(1.12837916709551257390) * std::exp(-y * y));
+  // Newton in double: on erf(y) = x below 0.5; beyond, on log erfc(|y|) = log(1 - |x|) (1 - |x|
+  // exact there), whose near-quadratic shape converges from the poorer starts of float64's far
+  // tail, where erf's rounding next to 1 would swamp the tiny slope
+  double y = double(p) * xd;
+  double c = 1.0 - (xd < 0 ? -xd : xd);
+  for (int i = 0; i < 4; ++i) {
+    double ay = y < 0 ? -y : y;
+    double slope = 1.12837916709551257390 * std::exp(-y * y);
+    if (c <= 0.5) {
+      double e = std::erfc(ay);
+      ay += e > 0.0 ? (std::log(e) - std::log(c)) * e / slope : 0.0;
+      y = y < 0 ? -ay : ay;
+    } else {
+      y -= (std::erf(y) - xd) / slope;
     }
   }
-  return y;
+  return T(y);
 }
 
 // ---- unary: y = f(x; a, b) -------------------------------------------------------------------

@@ -129,7 +129,7 @@ def polygamma(x, n=1.0):
     out = np.where(lead != 0, lead - z, out)
     out = np.where(x0 == np.inf, 0.0, out)
     out = np.where(np.isnan(x0) | (x0 == -np.inf) | (~pole & ~ok & ~np.isinf(x0)), np.nan, out)
-    out = np.where(pole, np.inf if n % 2 else np.nan, out)
+    out = np.where(pole & (x0 != -np.inf), np.inf if n % 2 else np.nan, out)
     return _like(x, out)
 
 
@@ -146,11 +146,13 @@ def _erfinv1(y: float) -> float:
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if math.erf(mid) < y else (lo, mid)
     v = 0.5 * (lo + hi)
+    c = 1.0 - abs(y)  # exact for |y| >= 0.5, where the residual is taken from erfc
     for _ in range(8):
         d = 2.0 / math.sqrt(math.pi) * math.exp(-v * v)
         if d == 0:
             break
-        v -= (math.erf(v) - y) / d
+        r = (c - math.erfc(abs(v))) * (1.0 if v > 0 else -1.0) if c <= 0.5 else math.erf(v) - y
+        v -= r / d
     return v
 
 

@@ -331,7 +331,7 @@ def polygamma(n: int, input: Tensor) -> Tensor:
 
     Below zero, n = 1 is exact through the reflection formula; other n sum the series up from x
     and give NaN below -1e6. At the poles (0 and the negative integers) the result is +inf
-    for odd n and NaN for even n.
+    for odd n and NaN for even n; at -inf it is NaN.
 
     Example:
         >>> import singa_tensor as st
@@ -340,6 +340,8 @@ def polygamma(n: int, input: Tensor) -> Tensor:
     """
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"polygamma: n must be a non-negative integer, got {n!r}")
+    if n > 1000:  # n! overflows float64 from n = 171 on; the kernel stops at 1000
+        raise ValueError(f"polygamma: n must be at most 1000, got {n}")
     return _polygamma(input, float(n))
 
 

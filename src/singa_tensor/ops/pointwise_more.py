@@ -36,6 +36,18 @@ from .elementwise import (
 from .layout import cast
 
 _LN2 = math.log(2.0)
+_HALF = (_dt.float16, _dt.bfloat16)
+
+
+def _half_of(*args):
+    """The 16-bit float dtype the tensor arguments share, if they do: the composites compute
+    in float32 (as their parts do) and store the result back in it, like the unary ops."""
+    ds = {a.dtype for a in args if isinstance(a, Tensor)}
+    return ds.pop() if len(ds) == 1 and next(iter(ds)) in _HALF else None
+
+
+def _back(out: Tensor, half) -> Tensor:
+    return cast(out, half) if half is not None else out
 
 
 @composite("logaddexp", np.logaddexp, kind="binary", domain=(-10.0, 10.0), method=True)
@@ -52,7 +64,7 @@ def logaddexp(input, other) -> Tensor:
     out = maximum(a, b) + log1p(exp(-abs(a - b)))
     # equal infinities, where a - b is NaN; finite ties keep the formula, whose gradient
     # splits evenly between the two
-    return where(logical_and(eq(a, b), isinf(a)), a, out)
+    return _back(where(logical_and(eq(a, b), isinf(a)), a, out), _half_of(input, other))
 
 
 @composite("logaddexp2", np.logaddexp2, kind="binary", domain=(-10.0, 10.0), method=True)
@@ -66,7 +78,7 @@ def logaddexp2(input, other) -> Tensor:
     """
     a, b = _operands("logaddexp2", input, other, float_only=True)
     out = maximum(a, b) + log1p(exp2(-abs(a - b))) * (1.0 / _LN2)
-    return where(logical_and(eq(a, b), isinf(a)), a, out)
+    return _back(where(logical_and(eq(a, b), isinf(a)), a, out), _half_of(input, other))
 
 
 def _float_input(op: str, x) -> Tensor:
@@ -86,7 +98,7 @@ def sinc(input) -> Tensor:
     x = _float_input("sinc", input)
     zero = eq(x, 0.0)
     px = where(zero, 1.0, x) * math.pi  # a safe divisor, so the gradient at 0 stays finite
-    return where(zero, 1.0, sin(px) / px)
+    return _back(where(zero, 1.0, sin(px) / px), _half_of(input))
 
 
 def _xlogy_np(x, y):
@@ -106,7 +118,7 @@ def xlogy(input, other) -> Tensor:
     """
     a, b = _operands("xlogy", input, other, float_only=True)
     keep0 = logical_and(eq(a, 0.0), logical_not(isnan(b)))
-    return where(keep0, 0.0, a * log(where(keep0, 1.0, b)))
+    return _back(where(keep0, 0.0, a * log(where(keep0, 1.0, b))), _half_of(input, other))
 
 
 
@@ -139,7 +151,7 @@ def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
         expect_tensor("addcmul", t, name)
     v = _check_value("addcmul", value)
     prod = tensor1 * tensor2
-    return input + (prod * v if v != 1 else prod)
+    return _back(input + (prod * v if v != 1 else prod), _half_of(input, tensor1, tensor2))
 
 
 def _positive_divisor():
@@ -165,7 +177,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
         raise TypeError("addcdiv: integer division of tensor1 by tensor2 is not supported; use "
                         "floating-point tensors")
     q = tensor1 / tensor2
-    return input + (q * v if v != 1 else q)
+    return _back(input + (q * v if v != 1 else q), _half_of(input, tensor1, tensor2))
 
 
 def _lerp_np(start, end, weight):
@@ -192,16 +204,17 @@ def lerp(input, end, weight) -> Tensor:
     expect_tensor("lerp", end, "end")
     if not input.dtype.is_floating_point:
         raise TypeError(f"lerp: expected a floating-point input, got {input.dtype.name}")
+    half = _half_of(input, end, weight)
     d = end - input
     if isinstance(weight, Tensor):
         small = lt(abs(weight), 0.5)
-        return where(small, input + weight * d, end - d * (1.0 - weight))
+        return _back(where(small, input + weight * d, end - d * (1.0 - weight)), half)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)):
         raise TypeError(f"lerp: weight must be a number or a Tensor, got "
                         f"{type(weight).__name__}")
     if math.fabs(weight) < 0.5:
-        return input + d * float(weight)
-    return end - d * (1.0 - float(weight))
+        return _back(input + d * float(weight), half)
+    return _back(end - d * (1.0 - float(weight)), half)
 
 
 def _scalar(v, like: Tensor) -> Tensor:
@@ -230,7 +243,7 @@ def heaviside(input, values) -> Tensor:
                         f"have the same dtype")
     step = cast(gt(x, 0), x.dtype)
     out = where(eq(x, 0), v, step)
-    return where(isnan(x), x, out) if x.dtype.is_floating_point else out
+    return _back(where(isnan(x), x, out), _half_of(x)) if x.dtype.is_floating_point else out
 
 
 @composite("deg2rad", np.deg2rad, kind="unary", domain=(-360.0, 360.0), method=True,
@@ -243,7 +256,7 @@ def deg2rad(input) -> Tensor:
         >>> round(st.deg2rad(st.tensor([180.0])).item(), 5)
         3.14159
     """
-    return _float_input("deg2rad", input) * (math.pi / 180.0)
+    return _back(_float_input("deg2rad", input) * (math.pi / 180.0), _half_of(input))
 
 
 @composite("rad2deg", np.rad2deg, kind="unary", method=True, inplace=True)
@@ -255,7 +268,7 @@ def rad2deg(input) -> Tensor:
         >>> st.rad2deg(st.tensor([math.pi / 2])).tolist()
         [90.0]
     """
-    return _float_input("rad2deg", input) * (180.0 / math.pi)
+    return _back(_float_input("rad2deg", input) * (180.0 / math.pi), _half_of(input))
 
 
 # the largest finite value of each float dtype (bfloat16 keeps float32's exponent range)
@@ -295,7 +308,7 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None) -> Tensor:
     lo = -big if neginf is None else float(neginf)
     out = where(isnan(x), float(0.0 if nan is None else nan), x)
     out = where(isposinf(x), hi, out)
-    return where(isneginf(x), lo, out)
+    return _back(where(isneginf(x), lo, out), _half_of(x))
 
 
 @composite("isposinf", np.isposinf, kind="unary", differentiable=False, method=True)
