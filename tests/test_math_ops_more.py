@@ -57,6 +57,12 @@ def test_unary_inplace_matches_out_of_place(name):
     np.testing.assert_array_equal(to_numpy(y), want)
 
 
+def test_true_divide_aliases_divide_in_place():
+    for name in ("div_", "true_divide_", "divide_"):
+        x = t([3.0, 1.0])
+        assert getattr(x, name)(t([2.0, 4.0])) is x and x.tolist() == [1.5, 0.25]
+
+
 def test_polygamma_method_and_inplace_take_n():
     x = t([1.0, 2.5])
     want = to_numpy(st.polygamma(2, x))

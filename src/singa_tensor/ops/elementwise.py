@@ -622,7 +622,7 @@ true_divide = binary_op(
         "        >>> import singa_tensor as st\n"
         "        >>> st.true_divide(st.tensor([1, 3]), 2).tolist()\n        [0.5, 1.5]\n",
     method=("true_divide", "__truediv__"), reflected="__rtruediv__",
-    inplace=("div_", "__itruediv__"))
+    inplace=("div_", "true_divide_", "divide_", "__itruediv__"))
 _floor_divide = binary_op(
     "floor_divide", None, lambda c, g, a, b, o: (g * 0.0, g * 0.0), np.floor_divide,
     b_domain=(0.5, 3.0), domain=(-5.0, 5.0), differentiable=False)
