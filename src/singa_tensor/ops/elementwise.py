@@ -715,7 +715,7 @@ def _copysign_grad(c, g, a, b, o):
 
 copysign = binary_op(
     "copysign", None, _copysign_grad, np.copysign, float_only=True, grad_domain=(0.2, 3.0),
-    doc="|a| with the sign of b (the sign bit, so -0.0 counts as negative).\n\n"
+    doc="The magnitude of a with the sign of b (its sign bit: -0.0 counts as negative).\n\n"
         "    Example:\n        >>> import singa_tensor as st\n"
         "        >>> st.copysign(st.tensor([1.0, -2.0, 3.0]), st.tensor([-1.0, 1.0, -0.0]))"
         ".tolist()\n        [-1.0, 2.0, -3.0]\n",
