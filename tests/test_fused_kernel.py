@@ -54,6 +54,8 @@ def _unary_public(name, x, a, b):
         return st.op_registry[name].fn(x, a)
     if name == "softplus":
         return st.op_registry[name].fn(x, a, b)
+    if name == "polygamma":
+        return st.polygamma(int(a), x)
     if name == "affine":  # no public function: the kernel through the unary runner
         return E._run_unary(x, "affine", a, b)
     return st.op_registry[name].fn(x)
@@ -90,6 +92,7 @@ PARAMS = {
     "clamp": lambda g: (float(g.uniform(-1.5, 0.0)), float(g.uniform(0.0, 1.5))),
     "pow_scalar": lambda g: (float(g.choice([2.0, 1.0, 0.5, 3.0, -1.5, 2.5])), 0.0),
     "affine": lambda g: (float(g.uniform(-2.0, 2.0)), float(g.uniform(-1.0, 1.0))),
+    "polygamma": lambda g: (float(g.choice([0.0, 1.0, 2.0, 3.0])), 0.0),
 }
 POSITIVE = {"log", "sqrt", "rsqrt", "log1p", "reciprocal", "pow_scalar"}
 BOUNDED = {"exp", "expm1", "tan", "sin", "cos"}

@@ -219,6 +219,143 @@ ST_HD double st_expm1(double x) { return std::expm1(x); }
 ST_HD float st_erf(float x) { return fast_erff(x); }
 ST_HD double st_erf(double x) { return std::erf(x); }
 
+// ---- special functions with no libm call on both compilers -----------------------------------
+
+// digamma: the reflection psi(x) = psi(1 - x) - pi / tan(pi x) below zero (tan of the distance
+// to the nearest integer, an exact difference, so large arguments keep their accuracy), the
+// recurrence psi(x) = psi(x + 1) - 1/x up to 10, then the asymptotic series in 1/x^2.
+// Poles: NaN at the negative integers, -inf at +0 and +inf at -0 (PyTorch's values).
+template <class T>
+ST_HD T digamma_(T x) {
+  if (x != x) return x;
+  if (x == T(0)) return T(1) / x < T(0) ? T(INFINITY) : T(-INFINITY);
+  T r = T(0);
+  if (x < T(0)) {
+    T q = x - std::nearbyint(x);  // NaN for -inf
+    if (q == T(0) || q != q) return T(NAN);
+    // in double: float's rounding of pi q would cost accuracy where the cotangent is small
+    r = T(-3.14159265358979323846 / std::tan(3.14159265358979323846 * double(q)));
+    x = T(1) - x;
+  }
+  for (int i = 0; i < 10 && x < T(10); ++i) {
+    r -= T(1) / x;
+    x += T(1);
+  }
+  if (x == T(INFINITY)) return x;
+  T z = T(1) / (x * x);
+  T p = T(691.0 / 32760.0) - z * T(1.0 / 12.0);
+  p = T(1.0 / 132.0) - z * p;
+  p = T(1.0 / 240.0) - z * p;
+  p = T(1.0 / 252.0) - z * p;
+  p = T(1.0 / 120.0) - z * p;
+  p = T(1.0 / 12.0) - z * p;
+  return r + std::log(x) - T(0.5) / x - z * p;
+}
+
+// Hurwitz zeta(s, x) for x >= 10 + (s - 2) by Euler-Maclaurin: x^(1-s)/(s-1) + x^-s/2 +
+// sum_k B2k t_k, t_k = s (s+1) .. (s+2k-2) x^(-s-2k+1) / (2k)!, with B2 .. B16
+template <class T>
+ST_HD T zeta_tail_(T s, T x) {
+  const T b2k[8] = {T(1.0 / 6.0), T(-1.0 / 30.0), T(1.0 / 42.0), T(-1.0 / 30.0),
+                    T(5.0 / 66.0), T(-691.0 / 2730.0), T(7.0 / 6.0), T(-3617.0 / 510.0)};
+  T xs = std::pow(x, -s);
+  T sum = x * xs / (s - T(1)) + T(0.5) * xs;
+  T t = s * xs / (x * T(2));
+  T inv2 = T(1) / (x * x);
+  for (int k = 1; k <= 8; ++k) {
+    sum += b2k[k - 1] * t;
+    T m = T(2 * k);
+    t *= (s + m - T(1)) * (s + m) * inv2 / ((m + T(1)) * (m + T(2)));
+  }
+  return sum;
+}
+
+// polygamma(n, x) for whole n >= 1: (-1)^(n+1) n! zeta(n + 1, x), zeta summed directly until
+// x >= 10 + n, then its tail. Below zero, n = 1 uses the reflection psi1(x) = pi^2 / sin^2(pi x)
+// - psi1(1 - x); other n sum up from x, refused (NaN) below -1e6. At the poles (the integers
+// <= 0): +inf for odd n, NaN for even n, whose sign differs on the two sides; NaN at -inf.
+// n = 0 is digamma.
+template <class T>
+ST_HD T polygamma_(T n, T x) {
+  if (n == T(0)) return digamma_(x);
+  // Python passes a whole n >= 0; anything else (a fused program's stray constant) is NaN
+  // rather than a loop of n steps
+  if (!(n > T(0) && n <= T(1000) && n == std::floor(n))) return T(NAN);
+  if (x != x || x == T(-INFINITY)) return T(NAN);
+  bool odd = std::fmod(n, T(2)) == T(1);
+  if (x <= T(0) && x == std::nearbyint(x)) return odd ? T(INFINITY) : T(NAN);
+  if (x == T(INFINITY)) return T(0);
+  T fact = T(1);
+  for (T i = T(2); i <= n; i += T(1)) fact *= i;
+  T s = n + T(1);
+  T lead = T(0);
+  if (x < T(0) && n == T(1)) {
+    double sp = std::sin(3.14159265358979323846 * double(x - std::nearbyint(x)));
+    lead = T(9.86960440108935861883 / (sp * sp));
+    x = T(1) - x;
+  } else if (x < T(-1e6)) {
+    return T(NAN);
+  }
+  T z = T(0);
+  for (T thr = T(10) + n; x < thr; x += T(1)) {
+    z += std::pow(x, -s);
+  }
+  z += zeta_tail_(s, x);
+  return lead != T(0) ? lead - z : (odd ? fact : -fact) * z;
+}
+
+// erfinv: Giles' single-precision approximation (w = -log(1 - x^2), two polynomial ranges) as
+// the start, then Newton steps in double, which take float64 to full precision.
+template <class T>
+ST_HD T erfinv_(T x) {
+  T ax = x < T(0) ? -x : x;
+  if (!(ax < T(1))) return ax == T(1) ? (x < T(0) ? T(-INFINITY) : T(INFINITY)) : T(NAN);
+  if (x == T(0)) return x;
+  double xd = double(x);  // float64 inputs next to 1 must not round to 1 here
+  float w = float(-std::log((1.0 - xd) * (1.0 + xd)));
+  float p;
+  if (w < 5.0f) {
+    w -= 2.5f;
+    p = 2.81022636e-08f;
+    p = 3.43273939e-07f + p * w;
+    p = -3.5233877e-06f + p * w;
+    p = -4.39150654e-06f + p * w;
+    p = 0.00021858087f + p * w;
+    p = -0.00125372503f + p * w;
+    p = -0.00417768164f + p * w;
+    p = 0.246640727f + p * w;
+    p = 1.50140941f + p * w;
+  } else {
+    w = std::sqrt(w) - 3.0f;
+    p = -0.000200214257f;
+    p = 0.000100950558f + p * w;
+    p = 0.00134934322f + p * w;
+    p = -0.00367342844f + p * w;
+    p = 0.00573950773f + p * w;
+    p = -0.0076224613f + p * w;
+    p = 0.00943887047f + p * w;
+    p = 1.00167406f + p * w;
+    p = 2.83297682f + p * w;
+  }
+  // Newton in double: on erf(y) = x below 0.5; beyond, on log erfc(|y|) = log(1 - |x|) (1 - |x|
+  // exact there), whose near-quadratic shape converges from the poorer starts of float64's far
+  // tail, where erf's rounding next to 1 would swamp the tiny slope
+  double y = double(p) * xd;
+  double c = 1.0 - (xd < 0 ? -xd : xd);
+  for (int i = 0; i < 4; ++i) {
+    double ay = y < 0 ? -y : y;
+    double slope = 1.12837916709551257390 * std::exp(-y * y);
+    if (c <= 0.5) {
+      double e = std::erfc(ay);
+      ay += e > 0.0 ? (std::log(e) - std::log(c)) * e / slope : 0.0;
+      y = y < 0 ? -ay : ay;
+    } else {
+      y -= (std::erf(y) - xd) / slope;
+    }
+  }
+  return T(y);
+}
+
 // ---- unary: y = f(x; a, b) -------------------------------------------------------------------
 #define ST_UNARY_FUNCTOR(NAME, EXPR)                 \
   struct NAME {                                      \
@@ -266,6 +403,25 @@ ST_UNARY_FUNCTOR(relu_mask, x > T(0) ? T(1) : T(0))
 ST_UNARY_FUNCTOR(pow_scalar, a == T(2) ? x * x : (a == T(1) ? x : std::pow(x, a)))
 ST_UNARY_FUNCTOR(affine, a * x + b)
 ST_UNARY_FUNCTOR(logical_not, T(x == T(0)))
+ST_UNARY_FUNCTOR(asin, std::asin(x))
+ST_UNARY_FUNCTOR(acos, std::acos(x))
+ST_UNARY_FUNCTOR(atan, std::atan(x))
+ST_UNARY_FUNCTOR(asinh, std::asinh(x))
+ST_UNARY_FUNCTOR(acosh, std::acosh(x))
+ST_UNARY_FUNCTOR(atanh, std::atanh(x))
+ST_UNARY_FUNCTOR(sinh, std::sinh(x))
+ST_UNARY_FUNCTOR(cosh, std::cosh(x))
+ST_UNARY_FUNCTOR(lgamma, std::lgamma(x))
+ST_UNARY_FUNCTOR(digamma, digamma_(x))
+// polygamma(n, x) with n (a whole number >= 0, checked in Python) as a
+ST_UNARY_FUNCTOR(polygamma, polygamma_(a, x))
+ST_UNARY_FUNCTOR(erfinv, erfinv_(x))
+ST_UNARY_FUNCTOR(erfc, std::erfc(x))
+ST_UNARY_FUNCTOR(log2, std::log2(x))
+ST_UNARY_FUNCTOR(log10, std::log10(x))
+ST_UNARY_FUNCTOR(exp2, std::exp2(x))
+ST_UNARY_FUNCTOR(trunc, std::trunc(x))
+ST_UNARY_FUNCTOR(frac, x - std::trunc(x))
 
 // ---- binary: out = f(a, b) ---------------------------------------------------------------------
 #define ST_BINARY_FUNCTOR(NAME, EXPR)           \
@@ -321,6 +477,44 @@ ST_HD T power(T a, T b) {
   }
 }
 
+// C's fmod (the result has the sign of the dividend); integers truncate, and a zero divisor
+// (refused in Python) gives 0
+template <class T>
+ST_HD T fmod_(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    return (b == 0 || b == T(-1)) ? T(0) : T(a % b);
+  } else {
+    return std::fmod(a, b);
+  }
+}
+
+// the float-only binary ops below: their integer instances exist for the ABI's dtype lists,
+// but Python promotes integer operands to float first
+template <class T>
+ST_HD T atan2_(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    return T(0);
+  } else {
+    return std::atan2(a, b);
+  }
+}
+template <class T>
+ST_HD T hypot_(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    return T(0);
+  } else {
+    return std::hypot(a, b);
+  }
+}
+template <class T>
+ST_HD T copysign_(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    return T(0);
+  } else {
+    return std::copysign(a, b);
+  }
+}
+
 ST_BINARY_FUNCTOR(add, a + b)
 ST_BINARY_FUNCTOR(sub, a - b)
 ST_BINARY_FUNCTOR(mul, a * b)
@@ -333,6 +527,13 @@ ST_BINARY_FUNCTOR(minimum, is_nan(a) ? a : (is_nan(b) ? b : (a < b ? a : b)))
 ST_BINARY_FUNCTOR(logical_and, T((a != 0) && (b != 0)))
 ST_BINARY_FUNCTOR(logical_or, T((a != 0) || (b != 0)))
 ST_BINARY_FUNCTOR(logical_xor, T((a != 0) != (b != 0)))
+ST_BINARY_FUNCTOR(atan2, atan2_(a, b))
+ST_BINARY_FUNCTOR(hypot, hypot_(a, b))
+ST_BINARY_FUNCTOR(fmod, fmod_(a, b))
+ST_BINARY_FUNCTOR(copysign, copysign_(a, b))
+// NaN-ignoring maximum and minimum: NaN only when both are
+ST_BINARY_FUNCTOR(fmax, is_nan(a) ? b : (is_nan(b) ? a : (a > b ? a : b)))
+ST_BINARY_FUNCTOR(fmin, is_nan(a) ? b : (is_nan(b) ? a : (a < b ? a : b)))
 
 #define ST_COMPARE_FUNCTOR(NAME, OP)                   \
   struct NAME {                                        \

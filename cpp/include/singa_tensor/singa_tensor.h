@@ -52,7 +52,12 @@ extern "C" {
   X(gelu_tanh, __VA_ARGS__) X(silu, __VA_ARGS__) X(softplus, __VA_ARGS__) X(erf, __VA_ARGS__) \
   X(floor, __VA_ARGS__) X(ceil, __VA_ARGS__) X(round, __VA_ARGS__) X(clamp, __VA_ARGS__)     \
   X(reciprocal, __VA_ARGS__) X(square, __VA_ARGS__) X(relu_mask, __VA_ARGS__)                \
-  X(pow_scalar, __VA_ARGS__) X(affine, __VA_ARGS__)
+  X(pow_scalar, __VA_ARGS__) X(affine, __VA_ARGS__) X(asin, __VA_ARGS__)                   \
+  X(acos, __VA_ARGS__) X(atan, __VA_ARGS__) X(asinh, __VA_ARGS__) X(acosh, __VA_ARGS__)     \
+  X(atanh, __VA_ARGS__) X(sinh, __VA_ARGS__) X(cosh, __VA_ARGS__) X(lgamma, __VA_ARGS__)    \
+  X(digamma, __VA_ARGS__) X(polygamma, __VA_ARGS__) X(erfinv, __VA_ARGS__)                  \
+  X(erfc, __VA_ARGS__) X(log2, __VA_ARGS__) X(log10, __VA_ARGS__) X(exp2, __VA_ARGS__)      \
+  X(trunc, __VA_ARGS__) X(frac, __VA_ARGS__)
 /* the subset that makes sense on integers */
 #define ST_UNARY_INT_OPS(X, ...)                                                            \
   X(neg, __VA_ARGS__) X(abs, __VA_ARGS__) X(sign, __VA_ARGS__) X(clamp, __VA_ARGS__)         \
@@ -62,7 +67,9 @@ extern "C" {
 #define ST_BINARY_OPS(X, ...)                                                               \
   X(add, __VA_ARGS__) X(sub, __VA_ARGS__) X(mul, __VA_ARGS__) X(div, __VA_ARGS__)            \
   X(floor_divide, __VA_ARGS__) X(remainder, __VA_ARGS__) X(pow, __VA_ARGS__)                 \
-  X(maximum, __VA_ARGS__) X(minimum, __VA_ARGS__)
+  X(maximum, __VA_ARGS__) X(minimum, __VA_ARGS__) X(atan2, __VA_ARGS__)                     \
+  X(hypot, __VA_ARGS__) X(fmod, __VA_ARGS__) X(copysign, __VA_ARGS__) X(fmax, __VA_ARGS__)   \
+  X(fmin, __VA_ARGS__)
 /* out(bool) = f(a, b); all types */
 #define ST_COMPARE_OPS(X, ...)                                                              \
   X(eq, __VA_ARGS__) X(ne, __VA_ARGS__) X(lt, __VA_ARGS__) X(le, __VA_ARGS__)                \

@@ -23,6 +23,7 @@ from . import (
     linalg_decomp,
     loss,
     masks,
+    matrix_more,
     more_index,
     more_nn,
     more_sampling,
@@ -30,10 +31,12 @@ from . import (
     more_shape,
     norm,
     padding,
+    pointwise_more,
     pooling,
     rearrange,
     reduce,
     reduce_ext,
+    reduce_more,
     rnn,
     shape,
     sort,
@@ -60,7 +63,8 @@ from .inplace import copy_, fill_, zero_
 _FAMILIES = [elementwise, layout, reduce, shape, masks, padding, index, subscript, conv, norm,
              linalg, reduce_ext, loss, fused_updates, attention, attention_fused, rnn, dense,
              sort, activation, pooling, rearrange, more_shape, more_index, more_scatter,
-             linalg_decomp, linalg_compose, more_nn, more_sampling]
+             linalg_decomp, linalg_compose, more_nn, more_sampling, pointwise_more,
+             matrix_more, reduce_more]
 for _mod in reversed(_FAMILIES):
     globals().update({_k: getattr(_mod, _k) for _k in getattr(_mod, "__all__", ())})
 

@@ -15,9 +15,11 @@ from .. import autograd as _ag
 from .. import dtype as _dt
 from ..tensor import Tensor
 from . import _registry as _reg
+from . import _special_np as _snp
 from ._registry import (
     OpSpec,
     apply,
+    bind_method,
     broadcast_shapes,
     broadcast_strides,
     check_same_device,
@@ -285,6 +287,89 @@ reciprocal = unary_op("reciprocal", "Reciprocal", lambda c, g, x, y: g * (y * y)
                       lambda x: 1.0 / x, domain=(0.2, 5.0), saves="y", method=True, inplace=True)
 square = unary_op("square", None, lambda c, g, x, y: g * x * 2.0, np.square, int_ok=True, saves="x",
                   method=True, inplace=True)
+def _rsqrt_1mx2(x):  # 1 / sqrt(1 - x^2), the slope of asin
+    return rsqrt(1.0 - x * x)
+
+
+asin = unary_op("asin", "Asin", lambda c, g, x, y: g * _rsqrt_1mx2(x), np.arcsin,
+                domain=(-1.0, 1.0), grad_domain=(-0.9, 0.9), saves="x",
+                method=("asin", "arcsin"), inplace=("asin_", "arcsin_"))
+acos = unary_op("acos", "Acos", lambda c, g, x, y: g * -_rsqrt_1mx2(x), np.arccos,
+                domain=(-1.0, 1.0), grad_domain=(-0.9, 0.9), saves="x",
+                method=("acos", "arccos"), inplace=("acos_", "arccos_"))
+atan = unary_op("atan", "Atan", lambda c, g, x, y: g / (x * x + 1.0), np.arctan, saves="x",
+                method=("atan", "arctan"), inplace=("atan_", "arctan_"))
+asinh = unary_op("asinh", "Asinh", lambda c, g, x, y: g * rsqrt(x * x + 1.0), np.arcsinh,
+                 saves="x", method=("asinh", "arcsinh"), inplace=("asinh_", "arcsinh_"))
+acosh = unary_op("acosh", "Acosh", lambda c, g, x, y: g * rsqrt(x * x - 1.0), np.arccosh,
+                 domain=(1.0, 5.0), grad_domain=(1.2, 3.0), saves="x",
+                 method=("acosh", "arccosh"), inplace=("acosh_", "arccosh_"))
+atanh = unary_op("atanh", "Atanh", lambda c, g, x, y: g / (1.0 - x * x), np.arctanh,
+                 domain=(-1.0, 1.0), grad_domain=(-0.9, 0.9), saves="x",
+                 method=("atanh", "arctanh"), inplace=("atanh_", "arctanh_"))
+sinh = unary_op("sinh", "Sinh", lambda c, g, x, y: g * cosh(x), np.sinh, saves="x",
+                method=True, inplace=True)
+cosh = unary_op("cosh", "Cosh", lambda c, g, x, y: g * sinh(x), np.cosh, saves="x",
+                method=True, inplace=True)
+lgamma = unary_op("lgamma", None, lambda c, g, x, y: g * digamma(x), _snp.lgamma,
+                  domain=(0.05, 6.0), grad_domain=(0.5, 3.0), saves="x", method=True,
+                  inplace=True)
+digamma = unary_op("digamma", None, lambda c, g, x, y: g * _polygamma(x, 1.0), _snp.digamma,
+                   domain=(0.05, 6.0), grad_domain=(0.5, 3.0), saves="x", method=True,
+                   inplace=True)
+_polygamma = unary_op("polygamma", None, lambda c, g, x, y: g * _polygamma(x, c.a + 1.0),
+                      _snp.polygamma, attrs=(("n", 1.0),), domain=(0.05, 6.0),
+                      grad_domain=(0.5, 3.0), saves="x")
+erfinv = unary_op("erfinv", None, lambda c, g, x, y: g * exp(y * y) * (math.sqrt(math.pi) / 2),
+                  _snp.erfinv, domain=(-0.99, 0.99), grad_domain=(-0.9, 0.9), saves="y",
+                  method=True, inplace=True)
+erfc = unary_op("erfc", None,
+                lambda c, g, x, y: g * exp(x * x * -1.0) * (-2.0 / math.sqrt(math.pi)),
+                lambda x: 1.0 - _erf_np(x), saves="x", method=True, inplace=True)
+log2 = unary_op("log2", None, lambda c, g, x, y: g / (x * math.log(2.0)), np.log2,
+                domain=(0.01, 10.0), saves="x", method=True, inplace=True)
+log10 = unary_op("log10", None, lambda c, g, x, y: g / (x * math.log(10.0)), np.log10,
+                 domain=(0.01, 10.0), saves="x", method=True, inplace=True)
+exp2 = unary_op("exp2", None, lambda c, g, x, y: g * y * math.log(2.0), np.exp2,
+                domain=(-10.0, 10.0), saves="y", method=True, inplace=True)
+trunc = unary_op("trunc", None, lambda c, g, x, y: g * 0.0, np.trunc, domain=(-5.0, 5.0),
+                 saves="", method=("trunc", "fix"), inplace=("trunc_", "fix_"))
+frac = unary_op("frac", None, lambda c, g, x, y: g, lambda x: x - np.trunc(x),
+                domain=(-5.0, 5.0), grad_domain=(0.1, 0.9), saves="", method=True,
+                inplace=True)
+arcsin, arccos, arctan, arcsinh, arccosh, arctanh, fix = (asin, acos, atan, asinh, acosh, atanh,
+                                                         trunc)
+
+
+def polygamma(n: int, input: Tensor) -> Tensor:
+    """The n-th derivative of digamma (n = 0 is digamma itself), elementwise.
+
+    Below zero, n = 1 is exact through the reflection formula; other n sum the series up from x
+    and give NaN below -1e6. At the poles (0 and the negative integers) the result is +inf
+    for odd n and NaN for even n; at -inf it is NaN.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> [f"{v:.6f}" for v in st.polygamma(1, st.tensor([1.0, 2.0])).tolist()]
+        ['1.644934', '0.644934']
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"polygamma: n must be a non-negative integer, got {n!r}")
+    if n > 1000:  # n! overflows float64 from n = 171 on; the kernel stops at 1000
+        raise ValueError(f"polygamma: n must be at most 1000, got {n}")
+    return _polygamma(input, float(n))
+
+
+@tensor_method("polygamma", inplace="polygamma_")
+def _polygamma_method(x: Tensor, n: int) -> Tensor:
+    """x.polygamma(n): st.polygamma(n, x)."""
+    return polygamma(n, x)
+
+
+bind_method(sign, "sgn", inplace="sgn_")
+sgn = sign
+
+
 _pow_scalar = unary_op(
     "pow_scalar", None, lambda c, g, x, y: g * pow(x, c.a - 1.0) * c.a,
     lambda x, exponent=2.0: np.power(x, exponent).astype(x.dtype),
@@ -552,7 +637,7 @@ true_divide = binary_op(
         "        >>> import singa_tensor as st\n"
         "        >>> st.true_divide(st.tensor([1, 3]), 2).tolist()\n        [0.5, 1.5]\n",
     method=("true_divide", "__truediv__"), reflected="__rtruediv__",
-    inplace=("div_", "__itruediv__"))
+    inplace=("div_", "true_divide_", "divide_", "__itruediv__"))
 _floor_divide = binary_op(
     "floor_divide", None, lambda c, g, a, b, o: (g * 0.0, g * 0.0), np.floor_divide,
     b_domain=(0.5, 3.0), domain=(-5.0, 5.0), differentiable=False)
@@ -595,6 +680,65 @@ maximum = binary_op("maximum", "Max", _max_grad, np.maximum, method=True, inplac
 minimum = binary_op("minimum", "Min", _min_grad, np.minimum, method=True, inplace=True)
 
 
+def _fmax_grad(c, g, a, b, o):  # the NaN-ignoring max: where b is NaN the result is a
+    m = cast(logical_or(gt(a, b), isnan(b)), g.dtype) + cast(eq(a, b), g.dtype) * 0.5
+    return g * m, g * (1.0 - m)
+
+
+def _fmin_grad(c, g, a, b, o):
+    m = cast(logical_or(lt(a, b), isnan(b)), g.dtype) + cast(eq(a, b), g.dtype) * 0.5
+    return g * m, g * (1.0 - m)
+
+
+fmax = binary_op("fmax", None, _fmax_grad, np.fmax, method=True,
+                 doc="Elementwise maximum that ignores NaN: NaN only where both are NaN.\n\n"
+                     "    Example:\n        >>> import singa_tensor as st\n"
+                     "        >>> st.fmax(st.tensor([1.0, float('nan')]), st.tensor([2.0, 3.0]))"
+                     ".tolist()\n        [2.0, 3.0]\n")
+fmin = binary_op("fmin", None, _fmin_grad, np.fmin, method=True,
+                 doc="Elementwise minimum that ignores NaN: NaN only where both are NaN.\n\n"
+                     "    Example:\n        >>> import singa_tensor as st\n"
+                     "        >>> st.fmin(st.tensor([1.0, float('nan')]), st.tensor([2.0, 3.0]))"
+                     ".tolist()\n        [1.0, 3.0]\n")
+
+
+def _atan2_grad(c, g, a, b, o):
+    r2 = a * a + b * b
+    return g * b / r2, g * -a / r2
+
+
+atan2 = binary_op(
+    "atan2", None, _atan2_grad, np.arctan2, float_only=True, saves="ab",
+    doc="The angle of the point (b, a), atan(a / b) in the right quadrant, in (-pi, pi].\n\n"
+        "    Example:\n        >>> import singa_tensor as st\n"
+        "        >>> y = st.atan2(st.tensor([1.0, 1.0]), st.tensor([1.0, -1.0]))\n"
+        "        >>> [f'{v:.4f}' for v in y.tolist()]\n        ['0.7854', '2.3562']\n",
+    method=("atan2", "arctan2"), inplace=("atan2_", "arctan2_"))
+arctan2 = atan2
+hypot = binary_op(
+    "hypot", None, lambda c, g, a, b, o: (g * a / o, g * b / o), np.hypot, float_only=True,
+    doc="sqrt(a^2 + b^2) without overflow or underflow in the squares.\n\n"
+        "    Example:\n        >>> import singa_tensor as st\n"
+        "        >>> st.hypot(st.tensor([3.0, 1e200], dtype=st.float64), 4.0).tolist()\n"
+        "        [5.0, 1e+200]\n",
+    method=True, inplace=True)
+
+
+def _copysign_grad(c, g, a, b, o):
+    return g * where(eq(a, 0.0), 0.0, o / where(eq(a, 0.0), 1.0, a)), None
+
+
+copysign = binary_op(
+    "copysign", None, _copysign_grad, np.copysign, float_only=True, grad_domain=(0.2, 3.0),
+    doc="The magnitude of a with the sign of b (its sign bit: -0.0 counts as negative).\n\n"
+        "    Example:\n        >>> import singa_tensor as st\n"
+        "        >>> st.copysign(st.tensor([1.0, -2.0, 3.0]), st.tensor([-1.0, 1.0, -0.0]))"
+        ".tolist()\n        [-1.0, 2.0, -3.0]\n",
+    method=True, inplace=True)
+_fmod = binary_op("fmod", "Mod", lambda c, g, a, b, o: (g, g * -trunc(a / b)), np.fmod,
+                  b_domain=(0.5, 3.0), domain=(-5.0, 5.0), saves="ab")
+
+
 def _check_int_divisor(op, a, b):
     if not b.dtype.is_floating_point and bool(any_zero(b)):
         raise ZeroDivisionError(f"{op}: integer division by zero")
@@ -634,6 +778,20 @@ def remainder(a, b) -> Tensor:
     a2, b2 = _operands("remainder", a, b)
     _check_int_divisor("remainder", a2, b2)
     return _remainder(a2, b2)
+
+
+@tensor_method(inplace="fmod_", inplace_kind="inplace_binary")
+def fmod(a, b) -> Tensor:
+    """C's remainder: a - trunc(a / b) * b, with the sign of the dividend (compare remainder).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.fmod(st.tensor([7, -7]), 3).tolist(), st.fmod(st.tensor([-7.5]), 2).tolist()
+        ([1, -1], [-1.5])
+    """
+    a2, b2 = _operands("fmod", a, b)
+    _check_int_divisor("fmod", a2, b2)
+    return _fmod(a2, b2)
 
 
 @tensor_method("pow", "__pow__", reflected="__rpow__", inplace=("pow_", "__ipow__"),
@@ -1031,6 +1189,11 @@ def _remainder_onnx(cls, b, args, attrs, outs):
     b.node("Sub", [b.value(a), q], outputs=outs)
 
 
+@_onnx_form("fmod")
+def _fmod_onnx(cls, b, args, attrs, outs):
+    b.node("Mod", [b.value(args[0]), b.value(args[1])], outputs=outs, fmod=1)
+
+
 @_onnx_form("floor_divide")
 def _floor_divide_onnx(cls, b, args, attrs, outs):
     a, d = args
@@ -1040,10 +1203,13 @@ def _floor_divide_onnx(cls, b, args, attrs, outs):
     b.node("Floor", [q], outputs=outs)
 
 __all__ = [
-    "abs", "add", "ceil", "clamp", "clip", "cos", "div", "elu", "eq", "erf", "exp", "expm1",
-    "floor", "floor_divide", "ge", "gelu", "gt", "isfinite", "isinf", "isnan", "le",
-    "leaky_relu", "log", "log1p", "logical_and", "logical_not", "logical_or", "logical_xor",
-    "lt", "masked_fill", "maximum", "minimum", "mul", "ne", "neg", "pow", "reciprocal", "relu",
-    "remainder", "round", "rsqrt", "sigmoid", "sign", "silu", "sin", "softplus", "sqrt",
-    "square", "sub", "tan", "tanh", "true_divide", "where",
+    "abs", "acos", "acosh", "add", "arccos", "arccosh", "arcsin", "arcsinh", "arctan",
+    "arctan2", "arctanh", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "clamp", "clip",
+    "copysign", "cos", "cosh", "digamma", "div", "elu", "eq", "erf", "erfc", "erfinv", "exp",
+    "exp2", "expm1", "fix", "floor", "floor_divide", "fmax", "fmin", "fmod", "frac", "ge",
+    "gelu", "gt", "hypot", "isfinite", "isinf", "isnan", "le", "leaky_relu", "lgamma", "log",
+    "log10", "log1p", "log2", "logical_and", "logical_not", "logical_or", "logical_xor", "lt",
+    "masked_fill", "maximum", "minimum", "mul", "ne", "neg", "polygamma", "pow", "reciprocal",
+    "relu", "remainder", "round", "rsqrt", "sgn", "sigmoid", "sign", "silu", "sin", "sinh",
+    "softplus", "sqrt", "square", "sub", "tan", "tanh", "true_divide", "trunc", "where",
 ]
