@@ -136,3 +136,167 @@ def test_fuse_linear_bn_and_errors():
     with pytest.raises(ValueError, match="fuse_conv_bn_weights: batch norm of 4 features"):
         utils.fuse_conv_bn_weights(st.ones(3, 1, 1, 1), None, bn.running_mean,
                                    bn.running_var, 1e-5, None, None)
+
+
+# ---- Module state ----------------------------------------------------------------------------
+
+
+def test_state_dict_hooks_run_per_module_with_prefixes_and_can_be_removed():
+    net = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+    seen = []
+    h1 = net[1].register_state_dict_pre_hook(lambda m, prefix, kv: seen.append((prefix, kv)))
+
+    def post(m, sd, prefix, meta):
+        sd[prefix + "note"] = st.tensor(1.0)
+
+    h2 = net[1].register_state_dict_post_hook(post)
+    sd = net.state_dict(keep_vars=True)
+    assert seen == [("1.", True)] and "1.note" in sd and list(sd)[-1] == "1.note"
+    h1.remove()
+    h2.remove()
+    assert "1.note" not in net.state_dict() and len(seen) == 1
+    net.register_state_dict_post_hook(lambda m, sd, p, meta: sd)
+    with pytest.raises(RuntimeError, match="state_dict post hook must return None"):
+        net.state_dict()
+    with pytest.raises(TypeError):
+        net.register_state_dict_pre_hook(3)
+
+
+def test_load_state_dict_hooks_edit_the_copy_and_relax_strictness():
+    net = nn.Sequential(nn.Linear(2, 2))
+    src = {"0.w": st.ones(2, 2), "0.bias": st.zeros(2)}
+    calls = []
+
+    def rename(m, sd, prefix, meta, strict, missing, unexpected, errors):
+        calls.append((type(m).__name__, prefix, strict))
+        if prefix + "w" in sd:
+            sd[prefix + "weight"] = sd.pop(prefix + "w")
+
+    net[0].register_load_state_dict_pre_hook(rename)
+    out = net.load_state_dict(src)
+    assert out.missing_keys == [] and out.unexpected_keys == []
+    assert "0.w" in src  # the caller's dict is untouched
+    assert calls == [("Linear", "0.", True)]
+    assert net[0].weight.tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+    m = nn.Linear(2, 2)
+    seen = []
+
+    def forgive(mod, keys):
+        seen.append((list(keys.missing_keys), list(keys.unexpected_keys)))
+        if "bias" in keys.missing_keys:
+            keys.missing_keys.remove("bias")
+
+    m.register_load_state_dict_post_hook(forgive)
+    out = m.load_state_dict({"weight": st.full((2, 2), 3.0)})
+    assert seen == [(["bias"], [])] and out.missing_keys == []
+    assert m.weight.tolist() == [[3.0, 3.0], [3.0, 3.0]]
+    with pytest.raises(RuntimeError, match="Unexpected key"):
+        m.load_state_dict({"weight": st.ones(2, 2), "bias": st.ones(2), "extra": st.ones(1)})
+
+
+def test_load_pre_hook_result_is_checked_strictly():
+    m = nn.Linear(2, 2)
+    m.register_load_state_dict_pre_hook(lambda mod, sd, prefix, *rest: sd.pop("bias"))
+    with pytest.raises(RuntimeError, match='Missing key.*"bias"'):
+        m.load_state_dict(nn.Linear(2, 2).state_dict())
+
+
+class _Counted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(1, 1)
+        self.calls = 0
+
+    def get_extra_state(self):
+        return {"calls": self.calls}
+
+    def set_extra_state(self, state):
+        self.calls = state["calls"]
+
+
+def test_extra_state_round_trips_through_state_dict():
+    net = nn.Sequential(_Counted())
+    net[0].calls = 7
+    sd = net.state_dict()
+    assert sd["0._extra_state"] == {"calls": 7}
+    other = nn.Sequential(_Counted())
+    other.load_state_dict(sd)
+    assert other[0].calls == 7
+    with pytest.raises(RuntimeError, match='Missing key.*"0._extra_state"'):
+        other.load_state_dict({k: v for k, v in sd.items() if k != "0._extra_state"})
+    assert "_extra_state" not in "".join(nn.Linear(1, 1).state_dict())
+    with pytest.raises(RuntimeError, match="set_extra_state\\(\\) was called"):
+        nn.Module().set_extra_state(1)
+    with pytest.raises(RuntimeError, match="get_extra_state\\(\\) is only called"):
+        nn.Module().get_extra_state()
+
+
+def test_set_submodule_replaces_along_a_dotted_path():
+    net = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU(), nn.Linear(2, 2)))
+    new = nn.Tanh()
+    net.set_submodule("1.0", new)
+    assert net[1][0] is new and net.get_submodule("1.0") is new
+    net.set_submodule("1.extra", nn.ReLU())
+    assert isinstance(net[1].extra, nn.ReLU)
+    with pytest.raises(AttributeError, match="strict=True"):
+        net.set_submodule("1.missing", nn.ReLU(), strict=True)
+    with pytest.raises(ValueError, match="set_submodule: cannot set the submodule without"):
+        net.set_submodule("", nn.ReLU())
+    with pytest.raises(TypeError, match="set_submodule: int is not a Module"):
+        net.set_submodule("0", 3)
+    with pytest.raises(AttributeError):
+        net.set_submodule("nothere.x", nn.ReLU())
+
+
+def test_buffer_marker_registers_buffers_with_persistence():
+    m = nn.Module()
+    m.stats = nn.Buffer(st.ones(2))
+    m.tmp = nn.Buffer(st.zeros(1), persistent=False)
+    assert isinstance(m.stats, nn.Buffer) and isinstance(m.stats, st.Tensor)
+    assert [n for n, _ in m.named_buffers()] == ["stats", "tmp"]
+    assert list(m.state_dict()) == ["stats"]
+    assert not isinstance(st.ones(1), nn.Buffer)
+    assert m.to(st.float64).stats.dtype == st.float64
+    with pytest.raises(TypeError, match="Buffer: data must be a Tensor"):
+        nn.Buffer([1.0])
+
+
+def test_uninitialized_placeholders_of_lazy_modules():
+    fc = nn.LazyLinear(3)
+    assert isinstance(fc.weight, nn.UninitializedParameter)
+    assert isinstance(fc.weight, nn.Parameter)
+    assert not isinstance(fc.weight, nn.UninitializedBuffer)
+    bn = nn.LazyBatchNorm2d()
+    assert isinstance(bn.running_mean, nn.UninitializedBuffer)
+    fc(st.ones(1, 4))
+    bn(st.randn(2, 3, 2, 2))
+    assert not isinstance(fc.weight, nn.UninitializedParameter)
+    assert not isinstance(bn.running_mean, nn.UninitializedBuffer)
+    p = nn.UninitializedParameter(dtype=st.float64)
+    assert p.dtype == st.float64 and p.requires_grad and p.numel() == 0
+
+
+# ---- StackDataset --------------------------------------------------------------------------------
+
+
+def test_stack_dataset_tuples_dicts_and_errors():
+    from singa_tensor.utils.data import DataLoader, StackDataset, TensorDataset
+
+    xs = TensorDataset(st.arange(4.0))
+    ys = [10, 11, 12, 13]
+    pair = StackDataset(xs, ys)
+    assert len(pair) == 4 and pair[2][1] == 12 and pair[2][0][0].item() == 2.0
+    named = StackDataset(x=xs, y=ys)
+    assert set(named[0]) == {"x", "y"} and named[3]["y"] == 13
+    assert named.__getitems__([1, 0]) == [named[1], named[0]]
+    batches = list(DataLoader(named, batch_size=2))
+    assert batches[1]["y"].tolist() == [12, 13]
+    with pytest.raises(ValueError, match="StackDataset: size mismatch"):
+        StackDataset(xs, [1, 2])
+    with pytest.raises(ValueError, match="StackDataset: give the datasets either"):
+        StackDataset(xs, y=ys)
+    with pytest.raises(ValueError, match="StackDataset: needs at least one dataset"):
+        StackDataset()
+    with pytest.raises(TypeError, match="StackDataset: dataset 0 has no length"):
+        StackDataset(3)

@@ -54,6 +54,7 @@ from .loss import (
     SmoothL1Loss,
 )
 from .module import Module, Parameter
+from .module_state import Buffer, UninitializedBuffer, UninitializedParameter
 from .more_layers import *  # noqa: F401,F403  (names in more_layers.__all__)
 from .more_layers import __all__ as _more_layer_names
 from .more_losses import *  # noqa: F401,F403  (names in more_losses.__all__)
@@ -119,4 +120,4 @@ __all__ = [
 __all__ += (_rnn_names + _transformer_names + _activation_names + _padding_names
             + _pooling_names + _rearrange_names)
 __all__ += _more_layer_names + _more_loss_names + ["Transformer"]
-__all__ += _conv3d_names
+__all__ += _conv3d_names + ["Buffer", "UninitializedBuffer", "UninitializedParameter"]
