@@ -312,3 +312,56 @@ def test_lazy_modules_become_their_eager_classes():
         nn.LazyInstanceNorm2d()(st.randn(3, 3))
     with pytest.raises(ValueError, match="LazyConvTranspose1d: out_channels"):
         nn.LazyConvTranspose1d(-1, 2)
+
+
+def _fractional_loop(x, k, outs, u):
+    """Windows from the starts formula, written out; u is (N, C, nsp) in PyTorch's order."""
+    nsp = x.ndim - 2
+    out = np.zeros(x.shape[:2] + tuple(outs))
+    for b, c in itertools.product(range(x.shape[0]), range(x.shape[1])):
+        starts = []
+        for a in range(nsp):
+            s = u[b, c, (1 - a) if nsp == 2 else a]
+            n, o = x.shape[2 + a], outs[a]
+            alpha = (n - k) / (o - 1)
+            starts.append([int((i + s) * alpha) - int(s * alpha) for i in range(o - 1)]
+                          + [n - k])
+        for pos in itertools.product(*[range(v) for v in outs]):
+            sl = tuple(slice(starts[a][pos[a]], starts[a][pos[a]] + k) for a in range(nsp))
+            out[(b, c) + pos] = x[(b, c) + sl].max()
+    return out
+
+
+@pytest.mark.parametrize("nsp, outs", [(2, (3, 4)), (3, (2, 3, 3))])
+def test_fractional_max_pool_matches_its_windows_and_indices(nsp, outs):
+    r = np.random.default_rng(11)
+    x = r.standard_normal((2, 2) + (7, 8, 6)[:nsp])
+    u = r.uniform(0, 1, (2, 2, nsp))
+    fn = F.fractional_max_pool2d if nsp == 2 else F.fractional_max_pool3d
+    v, i = fn(_t(x), 2, outs, return_indices=True, _random_samples=_t(u))
+    np.testing.assert_array_equal(to_numpy(v), _fractional_loop(x, 2, outs, u))
+    flat = x.reshape(2, 2, -1)
+    got = np.take_along_axis(flat, to_numpy(i).reshape(2, 2, -1), 2).reshape(v.shape)
+    np.testing.assert_array_equal(got, to_numpy(v))
+    t = _t(x).requires_grad_()
+    fn(t, 2, outs, _random_samples=_t(u)).sum().backward()
+    assert float(t.grad.sum().item()) == v.numel()
+
+
+def test_fractional_max_pool_modules_draw_from_the_seeded_generator_and_errors():
+    x = st.randn(1, 2, 9, 9)
+    st.manual_seed(5)
+    a = nn.FractionalMaxPool2d(2, output_ratio=0.5)(x)
+    st.manual_seed(5)
+    b = nn.FractionalMaxPool2d(2, output_ratio=0.5)(x)
+    assert a.shape == (1, 2, 4, 4) and a.tolist() == b.tolist()
+    v, i = nn.FractionalMaxPool3d(2, output_size=2, return_indices=True)(st.randn(2, 4, 4, 4))
+    assert v.shape == (2, 2, 2, 2) and i.shape == (2, 2, 2, 2)
+    with pytest.raises(ValueError, match="FractionalMaxPool2d: give exactly one of"):
+        nn.FractionalMaxPool2d(2)
+    with pytest.raises(ValueError, match="FractionalMaxPool2d: output_ratio must be in"):
+        nn.FractionalMaxPool2d(2, output_ratio=1.5)
+    with pytest.raises(ValueError, match="fractional_max_pool2d: output size .* does not fit"):
+        F.fractional_max_pool2d(x, 3, output_size=8)
+    with pytest.raises(ValueError, match="fractional_max_pool2d: _random_samples must have"):
+        F.fractional_max_pool2d(x, 2, 3, _random_samples=st.rand(1, 2, 3))

@@ -19,6 +19,8 @@ from ..ops.conv3d import (  # noqa: F401
     conv3d,
     conv_transpose1d,
     conv_transpose3d,
+    fractional_max_pool2d,
+    fractional_max_pool3d,
     lp_pool3d,
     max_unpool1d,
     max_unpool2d,
@@ -107,6 +109,38 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices:
     return adaptive_max_pool3d(input, output_size, True)
 
 
+def fractional_max_pool2d_with_indices(input: Tensor, kernel_size, output_size=None,
+                                       output_ratio=None, return_indices: bool = True,
+                                       _random_samples=None):
+    """fractional_max_pool2d that always returns (values, indices in each H*W plane).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> import singa_tensor.nn.functional as F
+        >>> v, i = F.fractional_max_pool2d_with_indices(st.randn(1, 1, 5, 5), 2, 3)
+        >>> v.shape, i.dtype == st.int64
+        ((1, 1, 3, 3), True)
+    """
+    return fractional_max_pool2d(input, kernel_size, output_size, output_ratio, True,
+                                 _random_samples)
+
+
+def fractional_max_pool3d_with_indices(input: Tensor, kernel_size, output_size=None,
+                                       output_ratio=None, return_indices: bool = True,
+                                       _random_samples=None):
+    """fractional_max_pool3d that always returns (values, indices in each D*H*W volume).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> import singa_tensor.nn.functional as F
+        >>> v, i = F.fractional_max_pool3d_with_indices(st.randn(1, 1, 4, 4, 4), 2, 2)
+        >>> v.shape
+        (1, 1, 2, 2, 2)
+    """
+    return fractional_max_pool3d(input, kernel_size, output_size, output_ratio, True,
+                                 _random_samples)
+
+
 def _interpolate(*args, **kwargs):
     from . import functional as F  # nn.functional's interpolate (the one layers use)
 
@@ -185,7 +219,8 @@ __all__ = [
     "adaptive_avg_pool3d", "adaptive_max_pool1d_with_indices",
     "adaptive_max_pool2d_with_indices", "adaptive_max_pool3d",
     "adaptive_max_pool3d_with_indices", "conv3d", "conv_transpose1d", "conv_transpose3d",
-    "lp_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices",
-    "max_pool3d_with_indices", "max_unpool1d", "max_unpool2d", "max_unpool3d", "pdist",
-    "relu_", "upsample", "upsample_bilinear", "upsample_nearest",
+    "fractional_max_pool2d", "fractional_max_pool2d_with_indices", "fractional_max_pool3d",
+    "fractional_max_pool3d_with_indices", "lp_pool3d", "max_pool1d_with_indices",
+    "max_pool2d_with_indices", "max_pool3d_with_indices", "max_unpool1d", "max_unpool2d",
+    "max_unpool3d", "pdist", "relu_", "upsample", "upsample_bilinear", "upsample_nearest",
 ]

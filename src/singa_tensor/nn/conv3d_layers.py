@@ -263,6 +263,63 @@ class MaxUnpool3d(_MaxUnpoolNd):
     _fn, _n = "max_unpool3d", 3
 
 
+class _FractionalMaxPoolNd(Module):
+    _fn = ""
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None,
+                 return_indices: bool = False, _random_samples=None) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if (output_size is None) == (output_ratio is None):
+            raise ValueError(f"{name}: give exactly one of output_size and output_ratio")
+        if output_ratio is not None:
+            ratios = output_ratio if isinstance(output_ratio, (list, tuple)) else [output_ratio]
+            if any(not 0 < float(r) < 1 for r in ratios):
+                raise ValueError(f"{name}: output_ratio must be in (0, 1), got "
+                                 f"{output_ratio!r}")
+        self.kernel_size, self.output_size, self.output_ratio = (kernel_size, output_size,
+                                                                 output_ratio)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples, persistent=False)
+
+    def forward(self, input: Tensor):
+        return getattr(F, self._fn)(input, self.kernel_size, self.output_size,
+                                    self.output_ratio, self.return_indices,
+                                    self._random_samples)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, output_size={self.output_size}, "
+                f"output_ratio={self.output_ratio}")
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Fractional max pooling over (N, C, H, W) or (C, H, W), with new pseudo-random
+    windows at each call (drawn from the default generator) unless _random_samples is
+    given.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor import nn
+        >>> nn.FractionalMaxPool2d(3, output_ratio=0.5)(st.randn(1, 2, 10, 8)).shape
+        (1, 2, 5, 4)
+    """
+
+    _fn = "fractional_max_pool2d"
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """Fractional max pooling over (N, C, D, H, W) or (C, D, H, W).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor import nn
+        >>> nn.FractionalMaxPool3d(2, output_size=(2, 3, 3))(st.randn(1, 1, 4, 5, 6)).shape
+        (1, 1, 2, 3, 3)
+    """
+
+    _fn = "fractional_max_pool3d"
+
+
 # ---- lazy forms ----------------------------------------------------------------------------------
 
 
@@ -421,7 +478,8 @@ class LazyInstanceNorm3d(_LazyInstanceNorm):
 
 __all__ = [
     "AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "BatchNorm3d", "Conv3d", "ConvTranspose1d",
-    "ConvTranspose3d", "LPPool3d", "LazyBatchNorm3d", "LazyConv3d", "LazyConvTranspose1d",
-    "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
-    "LazyInstanceNorm3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+    "ConvTranspose3d", "FractionalMaxPool2d", "FractionalMaxPool3d", "LPPool3d",
+    "LazyBatchNorm3d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d",
+    "LazyConvTranspose3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d",
+    "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
 ]

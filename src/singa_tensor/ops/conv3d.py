@@ -19,9 +19,10 @@ from .. import dtype as _dt
 from ..tensor import Tensor
 from ._registry import composite, expect_tensor
 from .conv import _adaptive_matrix, conv2d, conv_transpose2d
-from .index import index_select, scatter
+from .index import gather, index_select, scatter
 from .padding import pad as _pad
 from .pooling import _adaptive_max, _lp_np, _lp_pool, _output_size, _spatial, _tuple
+from .reduce import max as _max
 from .reduce_ext import norm as _vnorm
 from .shape import stack
 
@@ -526,6 +527,151 @@ def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, paddi
     """
     return _max_unpool("max_unpool3d", 3, input, indices, kernel_size, stride, padding,
                        output_size)
+
+
+# ---- fractional max pooling ---------------------------------------------------------------------
+
+
+def _fractional_starts(sample: float, size: int, out: int, k: int) -> np.ndarray:
+    """Window starts along one axis (pseudo-random, overlapping or not, as Graham's fractional
+    pooling and PyTorch draw them): the last window ends at the input's end."""
+    starts = np.empty(out, dtype=np.int64)
+    if out > 1:
+        alpha = (size - k) / (out - 1)
+        for i in range(out - 1):
+            starts[i] = int((i + sample) * alpha) - int(sample * alpha)
+    starts[out - 1] = size - k
+    return starts
+
+
+def _fractional_args(op, nsp, sizes, kernel_size, output_size, output_ratio) -> tuple:
+    k = _tuple(op, kernel_size, nsp, "kernel_size")
+    if min(k) < 1:
+        raise ValueError(f"{op}: kernel_size must be positive, got {k}")
+    if (output_size is None) == (output_ratio is None):
+        raise ValueError(f"{op}: give exactly one of output_size and output_ratio")
+    if output_size is not None:
+        outs = _tuple(op, output_size, nsp, "output_size")
+    else:
+        ratios = tuple(output_ratio) if isinstance(output_ratio, (list, tuple)) else (
+            (output_ratio,) * nsp)
+        if len(ratios) != nsp or any(not 0 < float(r) < 1 for r in ratios):
+            raise ValueError(f"{op}: output_ratio must be in (0, 1), got {output_ratio!r}")
+        outs = tuple(int(n * float(r)) for n, r in zip(sizes, ratios))
+    for n, kk, o in zip(sizes, k, outs):
+        if o < 1 or o + kk - 1 > n:
+            raise ValueError(f"{op}: output size {outs} with kernel {k} does not fit the input "
+                             f"of spatial size {tuple(sizes)} (need output + kernel - 1 <= "
+                             "input)")
+    return k, outs
+
+
+def _fractional_table(samples: np.ndarray, sizes, k, outs) -> np.ndarray:
+    """(N, C, prod(outs), prod(k)) flat input positions of every window of every plane."""
+    n, c, nsp = samples.shape
+    per = []
+    for a in range(nsp):
+        # PyTorch's order: the 2-d pool reads sample 0 for the width, 1 for the height; the
+        # 3-d one reads 0, 1, 2 for depth, height, width
+        j = (1 - a) if nsp == 2 else a
+        starts = np.array([[_fractional_starts(samples[b, ch, j], sizes[a], outs[a], k[a])
+                            for ch in range(c)] for b in range(n)])
+        per.append(starts[..., :, None] + np.arange(k[a]))  # (n, c, out_a, k_a)
+    table = np.zeros((n, c, 1, 1), dtype=np.int64)
+    for a in range(nsp):
+        t = table[:, :, :, None, :, None] * sizes[a] + per[a][:, :, None, :, None, :]
+        table = t.reshape(n, c, t.shape[2] * t.shape[3], -1)
+    return table
+
+
+def _fractional_samples_of(op, x, nsp, random_samples) -> np.ndarray:
+    n, c = x.shape[:2]
+    if random_samples is None:
+        return creation.rand(n, c, nsp, dtype=_dt.float64).numpy(force=True)
+    arr = (random_samples.numpy(force=True) if isinstance(random_samples, Tensor)
+           else np.asarray(random_samples, dtype=np.float64))
+    if arr.shape != (n, c, nsp):
+        raise ValueError(f"{op}: _random_samples must have shape {(n, c, nsp)}, got "
+                         f"{arr.shape}")
+    return arr.astype(np.float64)
+
+
+def _fractional_max_pool(op, nsp, input, kernel_size, output_size, output_ratio,
+                         return_indices, random_samples):
+    x, added = _spatial(op, input, nsp)
+    sizes = x.shape[2:]
+    k, outs = _fractional_args(op, nsp, sizes, kernel_size, output_size, output_ratio)
+    samples = _fractional_samples_of(op, x, nsp, random_samples)
+    table = _fractional_table(samples, sizes, k, outs)
+    n, c = x.shape[:2]
+    index = creation.tensor(table.reshape(n, c, -1), dtype=_dt.int64, device=x.device)
+    win = gather(x.reshape(n, c, -1), 2, index).reshape((n, c) + outs + (table.shape[3],))
+    values, arg = _max(win, dim=-1)
+    if not return_indices:
+        return values.squeeze(0) if added else values
+    tab = creation.tensor(table.reshape((n, c) + outs + (table.shape[3],)), dtype=_dt.int64,
+                          device=x.device)
+    indices = gather(tab, -1, arg.unsqueeze(-1)).squeeze(-1)
+    return (values.squeeze(0), indices.squeeze(0)) if added else (values, indices)
+
+
+def _fractional_np(x, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                   _random_samples=None):
+    nsp = x.ndim - 2
+    samples = np.asarray(_random_samples, dtype=np.float64)
+    k, outs = _fractional_args("ref", nsp, x.shape[2:], kernel_size, output_size, output_ratio)
+    out = np.zeros(x.shape[:2] + outs)
+    for b, ch in itertools.product(range(x.shape[0]), range(x.shape[1])):
+        starts = [_fractional_starts(samples[b, ch, (1 - a) if nsp == 2 else a], x.shape[2 + a],
+                                     outs[a], k[a]) for a in range(nsp)]
+        for o in itertools.product(*[range(v) for v in outs]):
+            sl = tuple(slice(starts[a][o[a]], starts[a][o[a]] + k[a]) for a in range(nsp))
+            out[(b, ch) + o] = x[(b, ch) + sl].max()
+    return out
+
+
+def _fractional_samples(nsp, seed):
+    def samples():
+        r = np.random.default_rng(seed)
+        x = r.standard_normal((2, 3) + (7, 6, 5)[:nsp])
+        u = r.uniform(0, 1, (2, 3, nsp)).tolist()
+        return [((x, 2, (3, 4, 2)[:nsp], None, False, u), {}),
+                ((x, 3, None, 0.5, False, u), {})]
+    return samples
+
+
+@composite("fractional_max_pool2d", _fractional_np, samples=_fractional_samples(2, 69))
+def fractional_max_pool2d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples=None):
+    """Fractional max pooling of (N, C, H, W) or (C, H, W): kernel_size windows at
+    pseudo-random starts chosen so that output_size (or input size * output_ratio) windows
+    span the input; _random_samples ((N, C, 2) in [0, 1)) fixes the draw, otherwise it comes
+    from the default generator.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> import singa_tensor.nn.functional as F
+        >>> F.fractional_max_pool2d(st.randn(1, 2, 9, 9), 2, output_size=4).shape
+        (1, 2, 4, 4)
+    """
+    return _fractional_max_pool("fractional_max_pool2d", 2, input, kernel_size, output_size,
+                                output_ratio, return_indices, _random_samples)
+
+
+@composite("fractional_max_pool3d", _fractional_np, samples=_fractional_samples(3, 70))
+def fractional_max_pool3d(input: Tensor, kernel_size, output_size=None, output_ratio=None,
+                          return_indices: bool = False, _random_samples=None):
+    """Fractional max pooling of (N, C, D, H, W) or (C, D, H, W); _random_samples is
+    (N, C, 3).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> import singa_tensor.nn.functional as F
+        >>> F.fractional_max_pool3d(st.randn(1, 1, 6, 6, 6), 2, output_ratio=0.5).shape
+        (1, 1, 3, 3, 3)
+    """
+    return _fractional_max_pool("fractional_max_pool3d", 3, input, kernel_size, output_size,
+                                output_ratio, return_indices, _random_samples)
 
 
 # ---- pairwise distances --------------------------------------------------------------------------
