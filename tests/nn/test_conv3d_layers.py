@@ -112,6 +112,19 @@ def test_conv3d_module_backward_matches_the_transposed_convolution():
     assert conv.weight.grad.shape == (3, 2, 2, 3, 2)
 
 
+def test_conv3d_padding_modes_pad_before_the_convolution():
+    conv = nn.Conv3d(1, 2, 3, padding=(1, 2, 1), padding_mode="circular", dtype=st.float64)
+    x = st.randn(1, 1, 3, 4, 3, dtype=st.float64)
+    want = F.conv3d(F.pad(x, (1, 1, 2, 2, 1, 1), mode="circular"), conv.weight, conv.bias)
+    out = conv(x)
+    assert out.shape == (1, 2, 3, 6, 3)
+    np.testing.assert_allclose(to_numpy(out), to_numpy(want), rtol=1e-12)
+    xn = np.pad(to_numpy(x), ((0, 0), (0, 0), (1, 1), (2, 2), (1, 1)), mode="wrap")
+    loop = _conv3d_loop(xn, to_numpy(conv.weight), to_numpy(conv.bias), (1, 1, 1), (0, 0, 0),
+                        (1, 1, 1), 1)
+    np.testing.assert_allclose(to_numpy(out), loop, rtol=1e-10)
+
+
 def test_conv_transpose_modules_shapes_output_size_and_grad():
     m = nn.ConvTranspose3d(2, 4, 3, stride=2, padding=1, output_padding=1, groups=2)
     assert m.weight.shape == (2, 2, 3, 3, 3)
@@ -135,6 +148,14 @@ def test_conv_errors_name_the_op():
         nn.Conv3d(4, 2, 2, stride=0)
     with pytest.raises(ValueError, match="divisible by groups"):
         nn.Conv3d(4, 3, 2, groups=2)
+    with pytest.raises(ValueError, match="Conv3d: kernel_size must be an int or 3 ints"):
+        nn.Conv3d(4, 2, (2, 2))
+    with pytest.raises(ValueError, match="Conv3d: stride must be an int or 3 ints"):
+        nn.Conv3d(4, 2, 2, stride=(1, 2))
+    with pytest.raises(ValueError, match="ConvTranspose1d: kernel_size must be an int or 1"):
+        nn.ConvTranspose1d(4, 2, (2, 2), stride=1)
+    with pytest.raises(ValueError, match="Conv3d: padding_mode must be one of"):
+        nn.Conv3d(4, 2, 2, padding_mode="mirror")
     with pytest.raises(ValueError, match="ConvTranspose3d: in_channels 3 .* divisible"):
         nn.ConvTranspose3d(3, 4, 2, groups=2)
     with pytest.raises(ValueError, match="conv3d: weight of shape .* expects 2 input channels"):

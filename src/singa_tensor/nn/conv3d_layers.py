@@ -28,11 +28,17 @@ def _ntuple(v, n: int) -> tuple:
     return (v,) * n
 
 
-def _check_kernel(layer: str, kernel: tuple, stride: tuple) -> None:
+def _check_kernel(layer: str, kernel: tuple, stride: tuple, n: int) -> None:
+    for name, v in (("kernel_size", kernel), ("stride", stride)):
+        if len(v) != n:
+            raise ValueError(f"{layer}: {name} must be an int or {n} ints, got {v}")
     if any(not isinstance(k, int) or isinstance(k, bool) or k < 1 for k in kernel):
         raise ValueError(f"{layer}: kernel_size must be positive ints, got {kernel}")
     if any(not isinstance(s, int) or isinstance(s, bool) or s < 1 for s in stride):
         raise ValueError(f"{layer}: stride must be positive ints, got {stride}")
+
+
+_PADDING_MODES = {"zeros", "reflect", "replicate", "circular"}
 
 
 class Conv3d(_ConvNd):
@@ -49,12 +55,17 @@ class Conv3d(_ConvNd):
     transposed = False
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 dilation=1, groups: int = 1, bias: bool = True, device=None, dtype=None):
+                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
+                 device=None, dtype=None):
         super().__init__()
         _check_channels("Conv3d", in_channels, out_channels, groups)
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(f"Conv3d: padding_mode must be one of {sorted(_PADDING_MODES)}, "
+                             f"got {padding_mode!r}")
+        self.padding_mode = padding_mode
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size, self.stride = _ntuple(kernel_size, 3), _ntuple(stride, 3)
-        _check_kernel("Conv3d", self.kernel_size, self.stride)
+        _check_kernel("Conv3d", self.kernel_size, self.stride, 3)
         self.padding = padding if isinstance(padding, str) else _ntuple(padding, 3)
         self.dilation = _ntuple(dilation, 3)
         kd, kh, kw = self.kernel_size
@@ -62,6 +73,11 @@ class Conv3d(_ConvNd):
                           in_channels // groups * kd * kh * kw, bias, device, dtype)
 
     def forward(self, input: Tensor) -> Tensor:
+        if self.padding_mode != "zeros" and not isinstance(self.padding, str):
+            # the other modes pad first (last dim first, as F.pad reads them), then convolve
+            amounts = tuple(p for p in reversed(self.padding) for _ in (0, 1))
+            return F.conv3d(F.pad(input, amounts, mode=self.padding_mode), self.weight,
+                            self.bias, self.stride, 0, self.dilation, self.groups)
         return F.conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
 
@@ -78,7 +94,7 @@ class _ConvTransposeNd(_ConvNd):
         _check_channels(name, in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size, self.stride = _ntuple(kernel_size, n), _ntuple(stride, n)
-        _check_kernel(name, self.kernel_size, self.stride)
+        _check_kernel(name, self.kernel_size, self.stride, n)
         self.padding, self.output_padding = _ntuple(padding, n), _ntuple(output_padding, n)
         self.dilation = _ntuple(dilation, n)
         size = 1
@@ -210,7 +226,7 @@ class _MaxUnpoolNd(Module):
         self.kernel_size = _ntuple(kernel_size, self._n)
         self.stride = _ntuple(stride if stride is not None else kernel_size, self._n)
         self.padding = _ntuple(padding, self._n)
-        _check_kernel(type(self).__name__, self.kernel_size, self.stride)
+        _check_kernel(type(self).__name__, self.kernel_size, self.stride, self._n)
 
     def forward(self, input: Tensor, indices: Tensor, output_size=None) -> Tensor:
         return getattr(F, self._fn)(input, indices, self.kernel_size, self.stride, self.padding,
