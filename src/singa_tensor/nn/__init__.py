@@ -12,6 +12,8 @@ from . import functional, hooks, init, modules, parallel, utils
 from .activation import *  # noqa: F401,F403  (more activations and dropouts)
 from .activation import __all__ as _activation_names
 from .containers import ModuleDict, ModuleList, Sequential
+from .conv3d_layers import *  # noqa: F401,F403  (3-d and transposed convolutions, unpooling)
+from .conv3d_layers import __all__ as _conv3d_names
 from .conv_layers import (
     AdaptiveAvgPool2d,
     AvgPool2d,
@@ -52,6 +54,7 @@ from .loss import (
     SmoothL1Loss,
 )
 from .module import Module, Parameter
+from .module_state import Buffer, UninitializedBuffer, UninitializedParameter
 from .more_layers import *  # noqa: F401,F403  (names in more_layers.__all__)
 from .more_layers import __all__ as _more_layer_names
 from .more_losses import *  # noqa: F401,F403  (names in more_losses.__all__)
@@ -117,3 +120,4 @@ __all__ = [
 __all__ += (_rnn_names + _transformer_names + _activation_names + _padding_names
             + _pooling_names + _rearrange_names)
 __all__ += _more_layer_names + _more_loss_names + ["Transformer"]
+__all__ += _conv3d_names + ["Buffer", "UninitializedBuffer", "UninitializedParameter"]

@@ -260,3 +260,8 @@ from ._functional_act import *  # noqa: E402,F401,F403  (more activations, chann
 from ._functional_act import __all__ as _act_names  # noqa: E402
 
 __all__ += _act_names
+
+from ._functional_3d import *  # noqa: E402,F401,F403  (3-d convolutions and pools, unpooling)
+from ._functional_3d import __all__ as _3d_names  # noqa: E402
+
+__all__ += _3d_names

@@ -242,3 +242,8 @@ __all__ = [
     "xavier_uniform_",
     "zeros_",
 ]
+
+from .init_more import *  # noqa: E402,F401,F403  (dirac_, eye_, sparse_, trunc_normal_)
+from .init_more import __all__ as _more_names  # noqa: E402
+
+__all__ += _more_names

@@ -14,6 +14,7 @@ from .. import backend as _backend
 from .. import dtype as _dt
 from ..tensor import Tensor
 from . import hooks as _hooks
+from . import module_state as _state
 
 # ---- Parameter ---------------------------------------------------------------------------------
 
@@ -90,7 +91,7 @@ def _add_indent(text: str, spaces: int) -> str:
     return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
 
 
-class Module(_hooks.ModuleHooks):
+class Module(_hooks.ModuleHooks, _state.StateHooks):
     """Base class of all layers and models: subclass it, assign layers and parameters in
     `__init__`, and compute the output in `forward`.
 
@@ -204,6 +205,10 @@ class Module(_hooks.ModuleHooks):
                     "(nn.Parameter or None expected)"
                 )
             params[name] = None
+        elif isinstance(value, _state.Buffer):  # nn.Buffer: registers itself
+            self._require_init("buffers")
+            self._forget(name, keep="_buffers")
+            self.register_buffer(name, value, value._buffer_persistent)
         elif isinstance(value, Module):
             self._require_init("modules")
             self._forget(name, keep="_modules")
@@ -568,11 +573,15 @@ class Module(_hooks.ModuleHooks):
         """
         if destination is None:
             destination = OrderedDict()
+        _state.run_state_dict_pre_hooks(self, prefix, keep_vars)
         for name, t in self._own_state(keep_vars):
             destination[prefix + name] = t
+        if _state.has_extra_state(self):
+            destination[prefix + _state.EXTRA_STATE_KEY] = self.get_extra_state()
         for name, child in self._modules.items():
             if child is not None:
                 child.state_dict(destination, prefix + name + ".", keep_vars)
+        _state.run_state_dict_post_hooks(self, destination, prefix)
         return destination
 
     def _expected_state(self, prefix: str = "", out: dict | None = None) -> dict:
@@ -604,10 +613,16 @@ class Module(_hooks.ModuleHooks):
         if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
             raise TypeError(f"load_state_dict(): expected a mapping, got "
                             f"{type(state_dict).__name__}")
+        missing: list = []
+        unexpected: list = []
+        errors: list = []
+        if _state.has_load_pre_hooks(self):
+            state_dict = OrderedDict(state_dict)  # the hooks edit a copy, not the caller's
+            _state.run_load_pre_hooks(self, state_dict, strict, missing, unexpected, errors)
         expected = self._expected_state()
-        missing = [k for k in expected if k not in state_dict]
-        unexpected = [k for k in state_dict.keys() if k not in expected]
-        errors = []
+        extra = _state.extra_state_modules(self)
+        missing += [k for k in list(expected) + list(extra) if k not in state_dict]
+        unexpected += [k for k in state_dict.keys() if k not in expected and k not in extra]
         pairs = []
         for key, target in expected.items():
             if key not in state_dict:
@@ -628,6 +643,10 @@ class Module(_hooks.ModuleHooks):
                               f"model is {tuple(target.shape)}.")
                 continue
             pairs.append((target, value))
+        post_hooks = _state.has_load_post_hooks(self)
+        if post_hooks and not errors:  # the hooks see the loaded values, then strict checks
+            self._copy_state(pairs, extra, state_dict)
+            _state.run_load_post_hooks(self, _IncompatibleKeys(missing, unexpected))
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: "
@@ -638,10 +657,18 @@ class Module(_hooks.ModuleHooks):
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
                                + "\n\t".join(errors))
+        if not post_hooks:
+            self._copy_state(pairs, extra, state_dict)
+        return _IncompatibleKeys(missing, unexpected)
+
+    @staticmethod
+    def _copy_state(pairs, extra: dict, state_dict) -> None:
         with _ag.no_grad():
             for target, value in pairs:
                 target.copy_(value)
-        return _IncompatibleKeys(missing, unexpected)
+        for key, module in extra.items():
+            if key in state_dict:
+                module.set_extra_state(state_dict[key])
 
     # ---- printing --------------------------------------------------------------------------
     def extra_repr(self) -> str:

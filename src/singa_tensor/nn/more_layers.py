@@ -20,6 +20,7 @@ from . import init
 from .conv_layers import BatchNorm1d, BatchNorm2d, Conv1d, Conv2d
 from .layers import Linear, _positive_int
 from .module import Module, Parameter
+from .module_state import UninitializedBuffer, UninitializedParameter
 
 # ---- distances ---------------------------------------------------------------------------------
 
@@ -488,12 +489,12 @@ class _LazyModule(Module):
         self._uninitialized: set = set()
         for name, present in params.items():
             if present:
-                setattr(self, name, Parameter(creation.empty(0, dtype=dtype, device=device)))
+                setattr(self, name, UninitializedParameter(dtype=dtype, device=device))
                 self._uninitialized.add(name)
             else:
                 self.register_parameter(name, None)
         for name in buffers:
-            self.register_buffer(name, creation.empty(0, dtype=dtype, device=device))
+            self.register_buffer(name, UninitializedBuffer(dtype=dtype, device=device))
             self._uninitialized.add(name)
 
     def has_uninitialized_params(self) -> bool:

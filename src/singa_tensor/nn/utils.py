@@ -16,6 +16,8 @@ from ..tensor import Tensor
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "parametrize",
            "parametrizations", "remove_spectral_norm", "remove_weight_norm", "rnn",
            "spectral_norm", "vector_to_parameters", "weight_norm"]
+__all__ += ["clip_grads_with_norm_", "fuse_conv_bn_eval", "fuse_conv_bn_weights",
+            "fuse_linear_bn_eval", "fuse_linear_bn_weights", "get_total_norm"]
 
 
 def _grads(parameters: Tensor | Iterable[Tensor], op: str) -> list[Tensor]:
@@ -98,6 +100,14 @@ sys.modules[__name__ + ".rnn"] = rnn
 
 # nn.utils.parametrize and nn.utils.parametrizations, under PyTorch's paths as well
 from . import parametrizations, parametrize  # noqa: E402
+from .utils_fuse import (  # noqa: E402
+    clip_grads_with_norm_,
+    fuse_conv_bn_eval,
+    fuse_conv_bn_weights,
+    fuse_linear_bn_eval,
+    fuse_linear_bn_weights,
+    get_total_norm,
+)
 from .utils_params import (  # noqa: E402
     parameters_to_vector,
     remove_spectral_norm,

@@ -12,6 +12,7 @@ from . import (
     attention,
     attention_fused,
     conv,
+    conv3d,
     dense,
     elementwise,
     fused_updates,
@@ -64,7 +65,7 @@ _FAMILIES = [elementwise, layout, reduce, shape, masks, padding, index, subscrip
              linalg, reduce_ext, loss, fused_updates, attention, attention_fused, rnn, dense,
              sort, activation, pooling, rearrange, more_shape, more_index, more_scatter,
              linalg_decomp, linalg_compose, more_nn, more_sampling, pointwise_more,
-             matrix_more, reduce_more]
+             matrix_more, reduce_more, conv3d]
 for _mod in reversed(_FAMILIES):
     globals().update({_k: getattr(_mod, _k) for _k in getattr(_mod, "__all__", ())})
 

@@ -831,3 +831,7 @@ __all__ = [
     "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset", "WorkerInfo",
     "default_collate", "default_convert", "get_worker_info", "random_split",
 ]
+
+from .data_stack import StackDataset  # noqa: E402
+
+__all__ += ["StackDataset"]
