@@ -67,8 +67,9 @@ def test_conv_refuses_integer_input():
 
 
 def test_parameter_repr_is_marked():
-    p = nn.Parameter(st.tensor([1.0, 2.0]))
+    p = nn.Parameter(st.tensor([1.0, 2.0], device="cpu"))
     assert repr(p) == "Parameter containing:\ntensor([1., 2.], requires_grad=True)"
-    frozen = nn.Parameter(st.tensor([1.0], dtype=st.float64), requires_grad=False)
+    frozen = nn.Parameter(st.tensor([1.0], dtype=st.float64, device="cpu"),
+                          requires_grad=False)
     assert repr(frozen) == "Parameter containing:\ntensor([1.], dtype=singa_tensor.float64)"
     assert repr(p.detach()) == "tensor([1., 2.])"

@@ -475,7 +475,8 @@ def test_lbfgs_least_squares_matches_numpy_lstsq():
         for _ in range(5):
             opt.step(closure)
         got = np.concatenate([to_numpy(w).ravel(), [c.item()]])
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9, err_msg=str(line_search))
+        # 1e-8: a device's reductions add in another order than numpy's lstsq
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-8, err_msg=str(line_search))
 
 
 def ref_lbfgs(x, grad_fn, steps, lr=1.0, max_iter=20, history_size=100, tolerance_grad=1e-7,

@@ -234,7 +234,7 @@ class _Orthogonal(Module):
         kw = dict(dtype=q_init.dtype, device=q_init.device)
         if self.use_trivialization:
             if n != k:  # complete q to an n x n orthogonal basis
-                rest = _cr.randn(n, n - k, dtype=_dt.float64).numpy()
+                rest = _cr.randn(n, n - k, dtype=_dt.float64, device="cpu").numpy()
                 q = np.concatenate([q, rest], axis=1)
             if not np.allclose(q.T @ q, np.eye(n), atol=10 * np.finfo(np.float32).eps):
                 q = _make_orthogonal(q)
