@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+from . import constraints
 from .continuous import Exponential, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Categorical, Poisson
 from .distribution import Distribution
