@@ -20,10 +20,26 @@ from .continuous import Exponential, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Categorical, Poisson
 from .distribution import Distribution
 from .gamma import Beta, Dirichlet, Gamma
+from .independent import ExponentialFamily, Independent
 from .kl import kl_divergence, register_kl
 from .multivariate_normal import MultivariateNormal
+from .transformed import TransformedDistribution
+from .transforms import (AbsTransform, AffineTransform, CatTransform, ComposeTransform,
+                         ExpTransform, IndependentTransform, LowerCholeskyTransform,
+                         PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform,
+                         SoftplusTransform, StackTransform, StickBreakingTransform,
+                         TanhTransform, Transform, biject_to, identity_transform,
+                         transform_to)
+from . import transforms
+from . import kl_more as _kl_more  # noqa: F401  (registers KL pairs)
 
 __all__ = [
+    "AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform", "ExpTransform",
+    "ExponentialFamily", "Independent", "IndependentTransform", "LowerCholeskyTransform",
+    "PowerTransform", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
+    "SoftplusTransform", "StackTransform", "StickBreakingTransform", "TanhTransform",
+    "Transform", "TransformedDistribution", "biject_to", "constraints", "identity_transform",
+    "transform_to", "transforms",
     "Bernoulli", "Beta", "Categorical", "Dirichlet", "Distribution", "Exponential", "Gamma",
     "Laplace", "MultivariateNormal", "Normal", "Poisson", "Uniform", "kl_divergence",
     "register_kl",
