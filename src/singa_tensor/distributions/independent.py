@@ -93,7 +93,7 @@ class Independent(Distribution):
 
 class ExponentialFamily(Distribution):
     """Base class of families with densities h(x) exp(<theta, T(x)> - A(theta)): a subclass
-    gives _natural_params, _log_normalizer(*theta) and _mean_carrier_measure, and inherits
+    gives _natural_params, _log_normalizer(theta...) and _mean_carrier_measure, and inherits
     an entropy computed from the gradient of the log-normaliser.
 
     Example:

@@ -14,7 +14,7 @@ from .transforms import ComposeTransform, Transform, _sum_rightmost
 
 class TransformedDistribution(Distribution):
     """The distribution of y = t_n(...t_1(x)) for x from base_distribution: sample pushes
-    draws through the transforms, log_prob pulls values back and adds -log|det J| of each.
+    draws through the transforms, log_prob pulls values back and adds -log abs(det J) of each.
 
     Example:
         >>> import singa_tensor as st

@@ -1,5 +1,5 @@
 """Transforms: invertible (or at least differentiable) maps y = t(x) with t.inv and
-log|det dy/dx|, composed and registered as the bijections onto constraints (biject_to,
+log abs(det(dy/dx)), composed and registered as the bijections onto constraints (biject_to,
 transform_to).
 
 Example:
@@ -574,7 +574,7 @@ class SoftplusTransform(Transform):
 
 
 class AbsTransform(Transform):
-    """y = |x| (not injective: inv gives the non-negative preimage).
+    """y = abs(x) (not injective: inv gives the non-negative preimage).
 
     Example:
         >>> import singa_tensor as st
