@@ -31,6 +31,13 @@ from .transforms import (AbsTransform, AffineTransform, CatTransform, ComposeTra
                          TanhTransform, Transform, biject_to, identity_transform,
                          transform_to)
 from . import transforms
+from .continuous_more import (Cauchy, Chi2, FisherSnedecor, Gumbel, HalfCauchy, HalfNormal,
+                              InverseGamma, Kumaraswamy, LogisticNormal, LogNormal, Pareto,
+                              StudentT, VonMises, Weibull)
+from .discrete_more import (Binomial, Geometric, Multinomial, NegativeBinomial,
+                            OneHotCategorical, OneHotCategoricalStraightThrough)
+from .mixture import LowRankMultivariateNormal, MixtureSameFamily
+from .relaxed import ContinuousBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
 from . import kl_more as _kl_more  # noqa: F401  (registers KL pairs)
 
 __all__ = [
@@ -40,6 +47,11 @@ __all__ = [
     "SoftplusTransform", "StackTransform", "StickBreakingTransform", "TanhTransform",
     "Transform", "TransformedDistribution", "biject_to", "constraints", "identity_transform",
     "transform_to", "transforms",
+    "Binomial", "Cauchy", "Chi2", "ContinuousBernoulli", "FisherSnedecor", "Geometric",
+    "Gumbel", "HalfCauchy", "HalfNormal", "InverseGamma", "Kumaraswamy", "LogNormal",
+    "LogisticNormal", "LowRankMultivariateNormal", "MixtureSameFamily", "Multinomial",
+    "NegativeBinomial", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Pareto",
+    "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "VonMises", "Weibull",
     "Bernoulli", "Beta", "Categorical", "Dirichlet", "Distribution", "Exponential", "Gamma",
     "Laplace", "MultivariateNormal", "Normal", "Poisson", "Uniform", "kl_divergence",
     "register_kl",
