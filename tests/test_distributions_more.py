@@ -416,3 +416,138 @@ def test_relaxed_bernoulli_density_and_samples():
     # at a low temperature the draws are nearly the coin's
     cold = to_numpy(D.RelaxedBernoulli(f64(0.05), probs=f64(0.3)).sample((100_000,)))
     assert abs((cold > 0.5).mean() - 0.3) < 0.01
+
+
+# ---- discrete families ------------------------------------------------------------------------
+
+def test_discrete_pmfs_and_moments():
+    k = np.arange(0, 60, dtype=np.float64)
+    g = D.Geometric(probs=f64(0.3))
+    ref = k * np.log(0.7) + np.log(0.3)
+    assert_close(to_numpy(g.log_prob(f64(k))), ref, rtol=1e-12)
+    assert_close(g.entropy().item(), -(np.exp(ref) * ref).sum(), rtol=1e-6)
+    assert_close(D.Geometric(logits=f64(math.log(0.3 / 0.7))).mean.item(), 0.7 / 0.3)
+    b = D.Binomial(f64(12.0), probs=f64(0.3))
+    kb = np.arange(13.0)
+    comb = LG(13) - LG(kb + 1) - LG(13 - kb)
+    refb = comb + kb * np.log(0.3) + (12 - kb) * np.log(0.7)
+    assert_close(to_numpy(b.log_prob(f64(kb))), refb, rtol=1e-10)
+    assert_close(b.entropy().item(), -(np.exp(refb) * refb).sum(), rtol=1e-10)
+    assert b.mode.item() == 3.0 and b.enumerate_support().shape == (13,)
+    nb = D.NegativeBinomial(f64(4.0), probs=f64(0.4))
+    refn = LG(k + 4) - LG(k + 1) - LG(4.0) + 4 * np.log(0.6) + k * np.log(0.4)
+    assert_close(to_numpy(nb.log_prob(f64(k))), refn, rtol=1e-10)
+    assert_close(nb.mean.item(), (np.exp(refn) * k).sum(), rtol=1e-6)
+    m = D.Multinomial(5, probs=f64([0.2, 0.3, 0.5]))
+    v = f64([[1.0, 1.0, 3.0], [0.0, 5.0, 0.0]])
+    refm = LG(6) - LG(to_numpy(v) + 1).sum(-1) + (to_numpy(v) * np.log([0.2, 0.3, 0.5])).sum(-1)
+    assert_close(to_numpy(m.log_prob(v)), refm, rtol=1e-10)
+    assert_close(to_numpy(m.variance), 5 * np.array([0.2, 0.3, 0.5]) * np.array([0.8, 0.7, 0.5]))
+    oh = D.OneHotCategorical(probs=f64([0.2, 0.3, 0.5]))
+    assert_close(to_numpy(oh.log_prob(st.eye(3, dtype=st.float64))), np.log([0.2, 0.3, 0.5]))
+    assert oh.mode.tolist() == [0.0, 0.0, 1.0] and oh.enumerate_support().shape == (3, 3)
+
+
+def test_discrete_sampling():
+    st.manual_seed(6)
+    m = D.Multinomial(7, probs=f64([0.2, 0.3, 0.5]))
+    x = to_numpy(m.sample((50_000,)))
+    assert x.shape == (50_000, 3) and np.all(x.sum(-1) == 7)
+    se = np.sqrt(to_numpy(m.variance) / 50_000)
+    assert np.all(np.abs(x.mean(0) - to_numpy(m.mean)) < 5 * se)
+    oh = D.OneHotCategorical(logits=f64([[0.0, 1.0, 2.0]]))
+    s = to_numpy(oh.sample((50_000,)))
+    assert s.shape == (50_000, 1, 3) and np.all(s.sum(-1) == 1)
+    p = to_numpy(oh.probs)[0]
+    assert np.all(np.abs(s[:, 0].mean(0) - p) < 5 * np.sqrt(p * (1 - p) / 50_000))
+
+
+def test_straight_through_gradient():
+    p = f64([0.2, 0.8], grad=True)
+    d = D.OneHotCategoricalStraightThrough(probs=p)
+    st.manual_seed(0)
+    x = d.rsample((10,))
+    w = f64([1.0, 3.0])
+    (x * w).sum().backward()
+    # value + probs - probs.detach(): d/dp of sum(w * probs) through the normalisation
+    g = np.array([1.0, 3.0]) * 10
+    pn = np.array([0.2, 0.8])
+    ref = g - (g * pn).sum()  # probs = p / sum(p), with sum(p) = 1
+    assert_close(to_numpy(p.grad), ref, rtol=1e-10)
+
+
+def test_relaxed_one_hot_categorical():
+    t = f64(0.6)
+    d = D.RelaxedOneHotCategorical(t, probs=f64([0.2, 0.3, 0.5]))
+    st.manual_seed(7)
+    x = d.rsample((20_000,))
+    xn = to_numpy(x)
+    assert xn.shape == (20_000, 3) and np.allclose(xn.sum(-1), 1)
+    lp = to_numpy(d.log_prob(x))
+    assert np.all(np.isfinite(lp))
+    # the density on the 2-simplex integrates to one (coordinates x1, x2; x3 = 1 - x1 - x2)
+    n = 1201
+    g = (np.arange(n) + 0.5) / n
+    a, b = np.meshgrid(g, g, indexing="ij")
+    mask = a + b < 1
+    pts = np.stack([a[mask], b[mask], 1 - a[mask] - b[mask]], -1)
+    dens = np.exp(to_numpy(d.log_prob(f64(pts))))
+    assert abs(dens.sum() / n ** 2 - 1) < 0.02
+    # low temperature: the argmax frequencies are the probs
+    cold = to_numpy(D.RelaxedOneHotCategorical(f64(0.05), probs=f64([0.2, 0.3, 0.5])).sample(
+        (50_000,)))
+    freq = np.bincount(cold.argmax(-1), minlength=3) / 50_000
+    assert np.all(np.abs(freq - [0.2, 0.3, 0.5]) < 0.01)
+
+
+# ---- mixtures and the low-rank normal ---------------------------------------------------------
+
+def test_mixture_same_family():
+    mix = D.Categorical(probs=f64([0.3, 0.7]))
+    comp = D.Normal(f64([-1.0, 2.0]), f64([0.5, 1.5]))
+    d = D.MixtureSameFamily(mix, comp)
+    x = np.array([-1.0, 0.0, 3.0])
+    dens = lambda m, s, v: np.exp(-0.5 * ((v - m) / s) ** 2) / (s * np.sqrt(2 * np.pi))  # noqa
+    ref = np.log(0.3 * dens(-1, 0.5, x) + 0.7 * dens(2, 1.5, x))
+    assert_close(to_numpy(d.log_prob(f64(x))), ref, rtol=1e-12)
+    mean = 0.3 * -1 + 0.7 * 2
+    assert_close(d.mean.item(), mean)
+    assert_close(d.variance.item(), 0.3 * (0.25 + 1) + 0.7 * (2.25 + 4) - mean ** 2)
+    st.manual_seed(8)
+    s = to_numpy(d.sample((100_000,)))
+    assert abs(s.mean() - mean) < 5 * math.sqrt(d.variance.item() / 100_000)
+    assert_close(d.cdf(f64(0.5)).item(), 0.3 * comp.cdf(f64(0.5))[0].item()
+                 + 0.7 * comp.cdf(f64(0.5))[1].item())
+    # a batch of mixtures of multivariate components
+    comp2 = D.Independent(D.Normal(st.zeros(4, 2, 3, dtype=st.float64), 1.0), 1)
+    d2 = D.MixtureSameFamily(D.Categorical(probs=st.ones(4, 2, dtype=st.float64)), comp2)
+    assert d2.batch_shape == (4,) and d2.event_shape == (3,)
+    assert d2.sample((5,)).shape == (5, 4, 3) and d2.log_prob(st.zeros(4, 3)).shape == (4,)
+    with pytest.raises(ValueError, match="MixtureSameFamily: the mixture has 3 categories"):
+        D.MixtureSameFamily(D.Categorical(probs=f64([1.0, 1.0, 1.0])), comp)
+    with pytest.raises(TypeError, match="MixtureSameFamily: mixture_distribution must be"):
+        D.MixtureSameFamily(comp, comp)
+
+
+def test_low_rank_multivariate_normal():
+    w = f64([[1.0, 0.5], [0.0, 1.0], [2.0, -1.0]])
+    dg = f64([0.5, 1.0, 2.0])
+    loc = f64([0.0, 1.0, -1.0])
+    d = D.LowRankMultivariateNormal(loc, w, dg)
+    cov = to_numpy(w) @ to_numpy(w).T + np.diag(to_numpy(dg))
+    v = np.array([0.5, 0.5, 0.5])
+    diff = v - to_numpy(loc)
+    ref = -0.5 * (3 * np.log(2 * np.pi) + np.linalg.slogdet(cov)[1]
+                  + diff @ np.linalg.solve(cov, diff))
+    assert_close(d.log_prob(f64(v)).item(), ref, rtol=1e-10)
+    assert_close(d.entropy().item(), 0.5 * (3 * (1 + np.log(2 * np.pi))
+                                            + np.linalg.slogdet(cov)[1]), rtol=1e-10)
+    assert_close(to_numpy(d.variance), np.diag(cov))
+    st.manual_seed(9)
+    s = to_numpy(d.rsample((100_000,)))
+    assert_close(np.cov(s.T), cov, atol=0.1)
+    with pytest.raises(ValueError, match="LowRankMultivariateNormal: cov_diag must be"):
+        D.LowRankMultivariateNormal(loc, w, f64([1.0]))
+    with pytest.raises(ValueError, match="LowRankMultivariateNormal: expected parameter "
+                                         "cov_diag"):
+        D.LowRankMultivariateNormal(loc, w, f64([1.0, -1.0, 1.0]))
