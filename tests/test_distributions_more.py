@@ -551,3 +551,198 @@ def test_low_rank_multivariate_normal():
     with pytest.raises(ValueError, match="LowRankMultivariateNormal: expected parameter "
                                          "cov_diag"):
         D.LowRankMultivariateNormal(loc, w, f64([1.0, -1.0, 1.0]))
+
+
+# ---- KL divergences against Monte Carlo -------------------------------------------------------
+
+KL_PAIRS = [
+    (lambda: D.Gumbel(f64(0.5), f64(2.0)), lambda: D.Gumbel(f64(-0.5), f64(1.2))),
+    (lambda: D.HalfNormal(f64(1.5)), lambda: D.HalfNormal(f64(0.8))),
+    (lambda: D.Pareto(f64(1.0), f64(3.0)), lambda: D.Pareto(f64(0.5), f64(2.0))),
+    (lambda: D.LogNormal(f64(0.2), f64(0.5)), lambda: D.LogNormal(f64(0.0), f64(0.9))),
+    (lambda: D.Independent(D.Normal(f64([0.0, 1.0]), f64([1.0, 2.0])), 1),
+     lambda: D.Independent(D.Normal(f64([0.5, 0.0]), f64([1.5, 1.0])), 1)),
+]
+
+
+@pytest.mark.parametrize("mp, mq", KL_PAIRS)
+def test_kl_against_monte_carlo(mp, mq):
+    p, q = mp(), mq()
+    st.manual_seed(10)
+    x = p.sample((400_000,))
+    diff = to_numpy(p.log_prob(x) - q.log_prob(x))
+    kl = D.kl_divergence(p, q).item()
+    assert abs(diff.mean() - kl) < 5 * diff.std() / math.sqrt(diff.size)
+
+
+def test_discrete_kl_exact_sums():
+    k = np.arange(0, 400, dtype=np.float64)
+    p, q = D.Geometric(probs=f64(0.3)), D.Geometric(probs=f64(0.6))
+    lp, lq = to_numpy(p.log_prob(f64(k))), to_numpy(q.log_prob(f64(k)))
+    assert_close(D.kl_divergence(p, q).item(), (np.exp(lp) * (lp - lq)).sum(), rtol=1e-9)
+    p, q = D.Binomial(f64(9.0), probs=f64(0.3)), D.Binomial(f64(9.0), logits=f64(0.4))
+    kb = f64(np.arange(10.0))
+    lp, lq = to_numpy(p.log_prob(kb)), to_numpy(q.log_prob(kb))
+    assert_close(D.kl_divergence(p, q).item(), (np.exp(lp) * (lp - lq)).sum(), rtol=1e-9)
+    with pytest.raises(NotImplementedError, match="Binomials with different total_count"):
+        D.kl_divergence(p, D.Binomial(f64(3.0), probs=f64(0.3)))
+    a = D.OneHotCategorical(probs=f64([0.2, 0.8]))
+    b = D.OneHotCategorical(probs=f64([0.5, 0.5]))
+    assert_close(D.kl_divergence(a, b).item(), 0.2 * math.log(0.4) + 0.8 * math.log(1.6))
+    assert D.kl_divergence(D.Pareto(f64(0.5), f64(3.0)), D.Pareto(f64(1.0), f64(3.0))).item() \
+        == math.inf
+    t1 = D.TransformedDistribution(D.Normal(f64(0.0), f64(1.0)), [D.ExpTransform()])
+    t2 = D.TransformedDistribution(D.Normal(f64(1.0), f64(1.0)), [D.ExpTransform()])
+    assert_close(D.kl_divergence(t1, t2).item(), 0.5)
+    t3 = D.TransformedDistribution(D.Normal(f64(1.0), f64(1.0)), [D.SigmoidTransform()])
+    with pytest.raises(NotImplementedError, match="TransformedDistributions with different "
+                                                  "transforms"):
+        D.kl_divergence(t1, t3)
+
+
+# ---- rsample gradients ------------------------------------------------------------------------
+
+def _mc_grad(make, params, n=400_000, seed=11):
+    ts = [f64(v, grad=True) for v in params]
+    st.manual_seed(seed)
+    make(*ts).rsample((n,)).mean().backward()
+    return [t.grad.item() for t in ts]
+
+
+@pytest.mark.parametrize("make, params, dmean", [
+    # d E[X] / d params, analytic
+    (D.Gumbel, [0.5, 2.0], lambda m, s: [1.0, EG]),
+    (D.Weibull, [1.5, 2.5], lambda lam, k: [math.gamma(1 + 1 / k),
+                                            -lam * math.gamma(1 + 1 / k) * _dg(1 + 1 / k)
+                                            / k ** 2]),
+    (D.Pareto, [0.2, 5.0], lambda s, a: [a / (a - 1), -s / (a - 1) ** 2]),
+    (D.LogNormal, [0.2, 0.5], lambda m, s: [math.exp(m + s * s / 2),
+                                            s * math.exp(m + s * s / 2)]),
+    (D.HalfNormal, [1.5], lambda s: [math.sqrt(2 / math.pi)]),
+    (D.Kumaraswamy, [2.0, 3.0], None),
+    (D.StudentT, [6.0, 0.5, 2.0], lambda v, m, s: [0.0, 1.0, 0.0]),
+    (D.InverseGamma, [6.0, 2.0], lambda a, b: [-b / (a - 1) ** 2, 1 / (a - 1)]),
+    (D.Chi2, [3.0], lambda v: [1.0]),
+])
+def test_rsample_gradients(make, params, dmean):
+    g = _mc_grad(make, params)
+    if dmean is None:  # Kumaraswamy: differentiate the closed-form mean numerically
+        h = 1e-6
+        ref = []
+        for i in range(len(params)):
+            up = list(params)
+            dn = list(params)
+            up[i] += h
+            dn[i] -= h
+            ref.append((make(*map(f64, up)).mean.item() - make(*map(f64, dn)).mean.item())
+                       / (2 * h))
+    else:
+        ref = dmean(*params)
+    assert make(*map(f64, params)).has_rsample
+    assert_close(np.array(g), np.array(ref), rtol=0.03, atol=0.01)
+
+
+def _dg(x):
+    h = 1e-6
+    return (math.lgamma(x + h) - math.lgamma(x - h)) / (2 * h)
+
+
+def test_more_rsample_gradients():
+    w = f64([[1.0], [0.5]], grad=True)
+    dg = f64([0.5, 1.0], grad=True)
+    st.manual_seed(12)
+    x = D.LowRankMultivariateNormal(f64([0.0, 0.0]), w, dg).rsample((200_000,))
+    (x ** 2).sum(-1).mean().backward()  # E|x|^2 = sum(W^2) + sum(D)
+    assert_close(to_numpy(w.grad), 2 * np.array([[1.0], [0.5]]), rtol=0.03)
+    assert_close(to_numpy(dg.grad), np.ones(2), rtol=0.03)
+    p = f64(0.3, grad=True)
+    st.manual_seed(13)
+    D.ContinuousBernoulli(probs=p).rsample((200_000,)).mean().backward()
+    h = 1e-6
+    ref = (D.ContinuousBernoulli(probs=f64(0.3 + h)).mean.item()
+           - D.ContinuousBernoulli(probs=f64(0.3 - h)).mean.item()) / (2 * h)
+    assert_close(p.grad.item(), ref, rtol=0.03)
+
+
+# ---- validation -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: D.Cauchy(0.0, -1.0), "Cauchy: expected parameter scale"),
+    (lambda: D.Gumbel(0.0, 0.0), "Gumbel: expected parameter scale"),
+    (lambda: D.Weibull(-1.0, 1.0), "Weibull: expected parameter scale"),
+    (lambda: D.Pareto(1.0, -2.0), "Pareto: expected parameter alpha"),
+    (lambda: D.Kumaraswamy(0.0, 1.0), "Kumaraswamy: expected parameter concentration1"),
+    (lambda: D.StudentT(-1.0), "StudentT: expected parameter df"),
+    (lambda: D.Chi2(-3.0), "Chi2: expected parameter df"),
+    (lambda: D.FisherSnedecor(1.0, 0.0), "FisherSnedecor: expected parameter df2"),
+    (lambda: D.LogNormal(0.0, -1.0), "Normal: expected parameter scale"),
+    (lambda: D.HalfNormal(-1.0), "Normal: expected parameter scale"),
+    (lambda: D.InverseGamma(1.0, -1.0), "Gamma: expected parameter rate"),
+    (lambda: D.VonMises(0.0, -1.0), "VonMises: expected parameter concentration"),
+    (lambda: D.Geometric(probs=0.0), "Geometric: expected parameter probs"),
+    (lambda: D.Binomial(2.5, probs=0.5), "Binomial: expected parameter total_count"),
+    (lambda: D.Binomial(2, probs=1.5), "Binomial: expected parameter probs"),
+    (lambda: D.NegativeBinomial(0.0, probs=0.5), "NegativeBinomial: expected parameter total"),
+    (lambda: D.ContinuousBernoulli(probs=2.0), "ContinuousBernoulli: expected parameter probs"),
+    (lambda: D.RelaxedBernoulli(-1.0, probs=0.5), "LogitRelaxedBernoulli: expected parameter "
+                                                  "temperature"),
+    (lambda: D.Multinomial(3, probs=f64([-1.0, 2.0])), "Categorical: expected parameter probs"),
+    (lambda: D.Geometric(), "Geometric: pass exactly one of probs and logits"),
+])
+def test_parameter_validation(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+@pytest.mark.parametrize("d, bad", [
+    (lambda: D.HalfNormal(1.0), -1.0), (lambda: D.Weibull(1.0, 1.0), -0.5),
+    (lambda: D.Pareto(1.0, 2.0), 0.5), (lambda: D.Kumaraswamy(1.0, 2.0), 1.5),
+    (lambda: D.Geometric(probs=0.5), 1.5), (lambda: D.Binomial(3, probs=0.5), 4.0),
+    (lambda: D.Chi2(2.0), -1.0), (lambda: D.VonMises(0.0, 1.0), 4.0),
+    (lambda: D.LogNormal(0.0, 1.0), -1.0), (lambda: D.InverseGamma(2.0, 1.0), -1.0),
+])
+def test_values_outside_the_support(d, bad):
+    dist = d()
+    with pytest.raises(ValueError, match=f"{type(dist).__name__}.log_prob: the value is "
+                                         f"outside the support"):
+        dist.log_prob(st.tensor(bad))
+
+
+def test_validation_can_be_switched_off_and_other_errors():
+    d = D.HalfNormal(1.0, validate_args=False)
+    assert d.log_prob(st.tensor(-1.0)).item() == -math.inf
+    D.Cauchy(0.0, -1.0, validate_args=False)
+    with pytest.raises(ValueError, match="Multinomial.log_prob: the value is outside"):
+        D.Multinomial(3, probs=f64([0.5, 0.5])).log_prob(f64([1.0, 1.0]))
+    with pytest.raises(TypeError, match="Multinomial: total_count must be an int"):
+        D.Multinomial(2.5, probs=f64([0.5, 0.5]))
+    with pytest.raises(ValueError, match="OneHotCategorical.log_prob: the value is outside"):
+        D.OneHotCategorical(probs=f64([0.5, 0.5])).log_prob(f64([1.0, 1.0]))
+    with pytest.raises(TypeError, match="Cauchy: parameters must be tensors or numbers"):
+        D.Cauchy("a", 1.0)
+
+
+def test_exponential_family_entropy_and_shapes():
+    class Expo(D.ExponentialFamily):  # rate r: theta = -r, A = -log(-theta), h = 1
+        arg_constraints = {"rate": C.positive}
+        support = C.nonnegative
+
+        def __init__(self, rate):
+            self.rate = f64(rate)
+            super().__init__(tuple(self.rate.shape), ())
+
+        @property
+        def _natural_params(self):
+            return (-self.rate,)
+
+        def _log_normalizer(self, theta):
+            return -st.log(-theta)
+
+        _mean_carrier_measure = 0.0
+
+    assert_close(to_numpy(Expo([0.5, 2.0]).entropy()),
+                 to_numpy(D.Exponential(f64([0.5, 2.0])).entropy()), rtol=1e-12)
+    for d in (D.Gumbel(f64([0.0, 1.0]), 1.0), D.Binomial(5, probs=f64([0.2, 0.4])),
+              D.Geometric(probs=f64([0.2, 0.4])), D.StudentT(f64([3.0, 4.0]))):
+        e = d.expand((3, 2))
+        assert e.batch_shape == (3, 2) and e.sample((4,)).shape == (4, 3, 2)
