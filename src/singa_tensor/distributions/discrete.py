@@ -9,8 +9,8 @@ import numpy as np
 import singa_tensor as st
 from singa_tensor import Tensor
 
-from ._special import _lgam, gammainc, lgamma
 from . import constraints
+from ._special import _lgam, gammainc, lgamma
 from .distribution import Distribution, broadcast_all, check
 
 

@@ -8,8 +8,8 @@ import numpy as np
 
 import singa_tensor as st
 
-from ._special import digamma, lbeta, lgamma, rsample_standard_gamma
 from . import constraints
+from ._special import digamma, lbeta, lgamma, rsample_standard_gamma
 from .distribution import Distribution, broadcast_all, check
 
 
@@ -81,7 +81,8 @@ class Beta(Distribution):
 
     has_rsample = True
     _param_names = ("concentration1", "concentration0")
-    arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
+    arg_constraints = {"concentration1": constraints.positive,
+                       "concentration0": constraints.positive}
     support = constraints.unit_interval
     _support_name = "the open interval (0, 1)"
 

@@ -10,6 +10,7 @@ from .discrete import Categorical
 from .distribution import Distribution, _broadcast, broadcast_all
 from .multivariate_normal import MultivariateNormal
 
+
 class MixtureSameFamily(Distribution):
     """A mixture of K components of one family: mixture_distribution is a Categorical over
     the rightmost batch dim (of size K) of component_distribution.
