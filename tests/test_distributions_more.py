@@ -746,3 +746,42 @@ def test_exponential_family_entropy_and_shapes():
               D.Geometric(probs=f64([0.2, 0.4])), D.StudentT(f64([3.0, 4.0]))):
         e = d.expand((3, 2))
         assert e.batch_shape == (3, 2) and e.sample((4,)).shape == (4, 3, 2)
+
+
+def test_corr_cholesky_transform():
+    t = T.CorrCholeskyTransform()
+    x = np.array([0.5, -0.2, 1.0, 0.3, -0.7, 0.1])
+    y = t(f64(x))
+    assert y.shape == (4, 4) and bool(C.corr_cholesky.check(y).item())
+    corr = to_numpy(y @ y.T)
+    assert_close(np.diag(corr), np.ones(4), rtol=1e-12)
+    assert_close(to_numpy(t.inv(y)), x, rtol=1e-9, atol=1e-12)
+    rows, cols = np.tril_indices(4, -1)
+    h = 1e-6
+    jac = np.stack([(to_numpy(t(f64(x + h * e))) - to_numpy(t(f64(x - h * e))))[rows, cols]
+                    / (2 * h) for e in np.eye(6)], 1)
+    assert_close(t.log_abs_det_jacobian(f64(x), y).item(), np.log(abs(np.linalg.det(jac))),
+                 rtol=1e-6)
+    assert t.forward_shape((2, 6)) == (2, 4, 4) and t.inverse_shape((2, 4, 4)) == (2, 6)
+    assert D.biject_to(C.corr_cholesky) == t
+    with pytest.raises(ValueError, match="CorrCholeskyTransform: a vector of 4 entries"):
+        t(f64([0.0, 0.0, 0.0, 0.0]))
+
+
+def test_positive_definite_and_cdf_transforms():
+    t = T.PositiveDefiniteTransform()
+    x = f64([[0.3, 5.0], [-1.0, 0.2]])
+    y = t(x)
+    assert bool(C.positive_definite.check(y).item())
+    assert_close(to_numpy(t.inv(y)), np.array([[0.3, 0.0], [-1.0, 0.2]]), rtol=1e-10)
+    assert isinstance(D.transform_to(C.positive_definite), T.PositiveDefiniteTransform)
+    n = D.Normal(f64(0.5), f64(2.0))
+    c = T.CumulativeDistributionTransform(n)
+    v = f64([-1.0, 0.5, 3.0])
+    assert_close(to_numpy(c(v)), to_numpy(n.cdf(v)))
+    h = 1e-6
+    fd = (to_numpy(c(f64(to_numpy(v) + h))) - to_numpy(c(f64(to_numpy(v) - h)))) / (2 * h)
+    assert_close(to_numpy(c.log_abs_det_jacobian(v, c(v))), np.log(fd), rtol=1e-6)
+    u = D.Uniform(f64(0.0), f64(4.0))
+    cu = T.CumulativeDistributionTransform(u)
+    assert cu.inv(f64(0.25)).item() == 1.0 and cu.domain.check(f64(1.0)).item()

@@ -35,13 +35,16 @@ from .multivariate_normal import MultivariateNormal
 from .relaxed import ContinuousBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
 from .transformed import TransformedDistribution
 from .transforms import (AbsTransform, AffineTransform, CatTransform, ComposeTransform,
-                         ExpTransform, IndependentTransform, LowerCholeskyTransform,
+                         CorrCholeskyTransform, CumulativeDistributionTransform, ExpTransform,
+                         PositiveDefiniteTransform, IndependentTransform, LowerCholeskyTransform,
                          PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform,
                          SoftplusTransform, StackTransform, StickBreakingTransform,
                          TanhTransform, Transform, biject_to, identity_transform, transform_to)
 
 __all__ = [
-    "AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform", "ExpTransform",
+    "AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform",
+    "CorrCholeskyTransform", "CumulativeDistributionTransform", "PositiveDefiniteTransform",
+    "ExpTransform",
     "ExponentialFamily", "Independent", "IndependentTransform", "LowerCholeskyTransform",
     "PowerTransform", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
     "SoftplusTransform", "StackTransform", "StickBreakingTransform", "TanhTransform",

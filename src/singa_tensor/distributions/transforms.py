@@ -23,7 +23,9 @@ from singa_tensor import Tensor
 from . import constraints
 
 __all__ = [
-    "AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform", "ExpTransform",
+    "AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform",
+    "CorrCholeskyTransform", "CumulativeDistributionTransform", "ExpTransform",
+    "PositiveDefiniteTransform",
     "IndependentTransform", "LowerCholeskyTransform", "PowerTransform", "ReshapeTransform",
     "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform", "StackTransform",
     "StickBreakingTransform", "TanhTransform", "Transform", "biject_to", "identity_transform",
@@ -788,6 +790,162 @@ class LowerCholeskyTransform(Transform):
         return y.tril(-1) + st.diag_embed(st.log(st.diagonal(y, 0, -2, -1)))
 
 
+class PositiveDefiniteTransform(Transform):
+    """From square matrices to positive definite ones: L L^T for L the
+    LowerCholeskyTransform of the input.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.distributions.transforms import PositiveDefiniteTransform
+        >>> PositiveDefiniteTransform()(st.tensor([[0.0, 0.0], [1.0, 0.0]])).tolist()
+        [[1.0, 1.0], [1.0, 2.0]]
+    """
+
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.positive_definite
+
+    def __eq__(self, other):
+        return isinstance(other, PositiveDefiniteTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        low = LowerCholeskyTransform()(x)
+        return low @ low.transpose(-2, -1)
+
+    def _inverse(self, y):
+        return LowerCholeskyTransform().inv(st.linalg.cholesky(y))
+
+
+def _tril_placement(d: int, like) -> Tensor:
+    """The 0/1 matrix taking the d (d - 1) / 2 strictly-lower entries, row by row, to their
+    places in a flattened d x d matrix."""
+    rows, cols = np.tril_indices(d, -1)
+    p = np.zeros((rows.size, d * d))
+    p[np.arange(rows.size), rows * d + cols] = 1.0
+    return st.tensor(p, dtype=like.dtype, device=like.device)
+
+
+def _corr_dim(n: int) -> int:
+    d = int(round((1 + math.sqrt(1 + 8 * n)) / 2))
+    if d * (d - 1) // 2 != n:
+        raise ValueError(f"CorrCholeskyTransform: a vector of {n} entries is not the strictly "
+                         f"lower triangle of a square matrix")
+    return d
+
+
+class CorrCholeskyTransform(Transform):
+    """From vectors of d (d - 1) / 2 reals to Cholesky factors of d x d correlation
+    matrices: tanh maps each entry into (-1, 1), and row i of the factor takes the entries
+    as the fractions of its remaining unit norm, in turn.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.distributions.transforms import CorrCholeskyTransform
+        >>> low = CorrCholeskyTransform()(st.tensor([0.5, -0.2, 1.0], dtype=st.float64))
+        >>> [round(v, 6) for v in (low @ low.T).diagonal().tolist()]
+        [1.0, 1.0, 1.0]
+    """
+
+    bijective = True
+    domain = constraints.real_vector
+    codomain = constraints.corr_cholesky
+
+    def __eq__(self, other):
+        return isinstance(other, CorrCholeskyTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        n = x.shape[-1]
+        d = _corr_dim(n)
+        batch = tuple(x.shape[:-1])
+        z = (st.tanh(x) @ _tril_placement(d, x)).reshape(*(batch + (d, d)))
+        keep = st.cumprod(st.sqrt(1 - z * z), -1)
+        ones = st.ones(*(batch + (d, 1)), dtype=x.dtype, device=x.device)
+        shifted = st.cat([ones, keep[..., :-1]], -1)
+        eye = st.eye(d, dtype=x.dtype, device=x.device)
+        return (z + eye) * shifted
+
+    def _inverse(self, y):
+        d = y.shape[-1]
+        batch = tuple(y.shape[:-2])
+        used = st.cumsum(y * y, -1)
+        zeros = st.zeros(*(batch + (d, 1)), dtype=y.dtype, device=y.device)
+        left = 1 - st.cat([zeros, used[..., :-1]], -1)
+        z = y / st.sqrt(st.clamp(left, min=float(np.finfo(y.dtype.np).tiny)))
+        vec = z.reshape(*(batch + (d * d,))) @ _tril_placement(d, y).transpose(0, 1)
+        vec = st.clamp(vec, -1 + float(np.finfo(y.dtype.np).eps),
+                       1 - float(np.finfo(y.dtype.np).eps))
+        return 0.5 * (st.log1p(vec) - st.log1p(-vec))
+
+    def log_abs_det_jacobian(self, x, y):
+        d = y.shape[-1]
+        batch = tuple(y.shape[:-2])
+        used = st.cumsum(y * y, -1)
+        zeros = st.zeros(*(batch + (d, 1)), dtype=y.dtype, device=y.device)
+        left = 1 - st.cat([zeros, used[..., :-1]], -1)
+        place = _tril_placement(d, y).transpose(0, 1)
+        left = st.clamp(left, min=float(np.finfo(y.dtype.np).tiny))  # upper part: 0 * log
+        half_log_left = (0.5 * st.log(left)).reshape(*(batch + (d * d,))) @ place
+        tanh_term = 2.0 * (math.log(2.0) - x - st.softplus(-2.0 * x))
+        return (half_log_left + tanh_term).sum(-1)
+
+    def forward_shape(self, shape):
+        shape = tuple(shape)
+        if not shape:
+            raise ValueError("CorrCholeskyTransform: expected at least one dim")
+        d = _corr_dim(shape[-1])
+        return shape[:-1] + (d, d)
+
+    def inverse_shape(self, shape):
+        shape = tuple(shape)
+        if len(shape) < 2 or shape[-1] != shape[-2]:
+            raise ValueError("CorrCholeskyTransform: expected square matrices")
+        d = shape[-1]
+        return shape[:-2] + (d * (d - 1) // 2,)
+
+
+class CumulativeDistributionTransform(Transform):
+    """y = distribution.cdf(x), from the distribution's support onto the unit interval;
+    its log-det-Jacobian is the log density.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.distributions import Normal
+        >>> from singa_tensor.distributions.transforms import CumulativeDistributionTransform
+        >>> CumulativeDistributionTransform(Normal(0.0, 1.0))(st.tensor(0.0)).item()
+        0.5
+    """
+
+    bijective = True
+    codomain = constraints.unit_interval
+    sign = 1
+
+    def __init__(self, distribution, cache_size: int = 0):
+        super().__init__(cache_size)
+        self.distribution = distribution
+
+    @property
+    def domain(self):
+        return self.distribution.support
+
+    def __eq__(self, other):
+        return (isinstance(other, CumulativeDistributionTransform)
+                and other.distribution is self.distribution)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        return self.distribution.cdf(x)
+
+    def _inverse(self, y):
+        return self.distribution.icdf(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return self.distribution.log_prob(x)
+
+
 class CatTransform(Transform):
     """Applies tseq[i] to the slice of dim `dim` of length lengths[i].
 
@@ -971,6 +1129,10 @@ transform_to.register(type(_C.real_vector),
 biject_to.register(type(_C.simplex), lambda c: StickBreakingTransform())
 transform_to.register(type(_C.simplex), lambda c: SoftmaxTransform())
 transform_to.register(type(_C.lower_cholesky), lambda c: LowerCholeskyTransform())
+transform_to.register(type(_C.positive_definite), lambda c: PositiveDefiniteTransform())
+transform_to.register(type(_C.positive_semidefinite), lambda c: PositiveDefiniteTransform())
+biject_to.register(type(_C.corr_cholesky), lambda c: CorrCholeskyTransform())
+transform_to.register(type(_C.corr_cholesky), lambda c: CorrCholeskyTransform())
 
 
 def _positive_or_shifted(c):
