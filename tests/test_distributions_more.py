@@ -785,3 +785,27 @@ def test_positive_definite_and_cdf_transforms():
     u = D.Uniform(f64(0.0), f64(4.0))
     cu = T.CumulativeDistributionTransform(u)
     assert cu.inv(f64(0.25)).item() == 1.0 and cu.domain.check(f64(1.0)).item()
+
+
+@pytest.mark.parametrize("xi", [0.0, 0.25, -0.3])
+def test_generalized_pareto(xi):
+    d = D.GeneralizedPareto(f64(0.5), f64(2.0), f64(xi))
+    hi = 0.5 - 2.0 / xi if xi < 0 else 400.0
+    x = np.linspace(0.5, hi - 1e-9, 2_000_001)
+    z = (x - 0.5) / 2
+    ref = -z if xi == 0 else -(1 / xi + 1) * np.log1p(xi * z)
+    lp = to_numpy(d.log_prob(f64(x)))
+    assert_close(lp, ref - np.log(2.0), rtol=1e-9, atol=1e-9)
+    p = np.exp(lp)
+    assert abs(np.trapezoid(p, x) - 1) < 1e-3
+    m = np.trapezoid(x * p, x)
+    assert_close(d.mean.item(), m, rtol=1e-3)
+    assert_close(d.variance.item(), np.trapezoid((x - m) ** 2 * p, x), rtol=1e-2)
+    assert_close(d.entropy().item(), -np.trapezoid(p * lp, x), rtol=1e-3, atol=1e-4)
+    assert_close(d.cdf(f64(x[1000])).item(), np.trapezoid(p[:1001], x[:1001]), rtol=1e-6)
+    st.manual_seed(14)
+    s = to_numpy(d.sample((200_000,)))
+    assert s.min() >= 0.5 and s.max() <= hi
+    assert abs(s.mean() - d.mean.item()) < 5 * math.sqrt(d.variance.item() / 200_000)
+    with pytest.raises(ValueError, match="GeneralizedPareto.log_prob: the value is outside"):
+        d.log_prob(f64(0.0))

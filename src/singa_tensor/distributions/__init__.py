@@ -20,8 +20,8 @@ from __future__ import annotations
 from . import constraints, transforms
 from . import kl_more as _kl_more  # noqa: F401  (registers KL pairs)
 from .continuous import Exponential, Laplace, Normal, Uniform
-from .continuous_more import (Cauchy, Chi2, FisherSnedecor, Gumbel, HalfCauchy, HalfNormal,
-                              InverseGamma, Kumaraswamy, LogisticNormal, LogNormal, Pareto,
+from .continuous_more import (Cauchy, Chi2, FisherSnedecor, GeneralizedPareto, Gumbel,
+                              HalfCauchy, HalfNormal, InverseGamma, Kumaraswamy, LogisticNormal, LogNormal, Pareto,
                               StudentT, VonMises, Weibull)
 from .discrete import Bernoulli, Categorical, Poisson
 from .discrete_more import (Binomial, Geometric, Multinomial, NegativeBinomial,
@@ -50,7 +50,8 @@ __all__ = [
     "SoftplusTransform", "StackTransform", "StickBreakingTransform", "TanhTransform",
     "Transform", "TransformedDistribution", "biject_to", "constraints", "identity_transform",
     "transform_to", "transforms",
-    "Binomial", "Cauchy", "Chi2", "ContinuousBernoulli", "FisherSnedecor", "Geometric",
+    "Binomial", "Cauchy", "Chi2", "ContinuousBernoulli", "FisherSnedecor", "GeneralizedPareto",
+    "Geometric",
     "Gumbel", "HalfCauchy", "HalfNormal", "InverseGamma", "Kumaraswamy", "LogNormal",
     "LogisticNormal", "LowRankMultivariateNormal", "MixtureSameFamily", "Multinomial",
     "NegativeBinomial", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Pareto",

@@ -756,3 +756,81 @@ class VonMises(Distribution):
             todo = todo[~ok]
         x = np.mod(out + loc + math.pi, 2 * math.pi) - math.pi
         return st.tensor(x.reshape(shape), dtype=self.loc.dtype, device=self.loc.device)
+
+
+class GeneralizedPareto(Distribution):
+    """The generalised Pareto distribution with location loc, scale and shape
+    concentration xi: cdf 1 - (1 + xi z)^(-1/xi), z = (x - loc) / scale (1 - exp(-z) at
+    xi = 0); bounded above by loc - scale / xi when xi < 0.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> d = st.distributions.GeneralizedPareto(0.0, 1.0, 0.0)  # the unit exponential
+        >>> d.mean.item(), round(d.log_prob(st.tensor(2.0)).item(), 4)
+        (1.0, -2.0)
+    """
+
+    has_rsample = True
+    _param_names = ("loc", "scale", "concentration")
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive,
+                       "concentration": constraints.real}
+
+    def __init__(self, loc, scale, concentration, validate_args=None):
+        self.loc, self.scale, self.concentration = broadcast_all(
+            "GeneralizedPareto", loc, scale, concentration)
+        super().__init__(tuple(self.loc.shape), (), validate_args)
+
+    def _parts(self):
+        xi = self.concentration
+        zero = xi.abs() < 1e-8
+        return xi, zero, st.where(zero, 1.0, xi)
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        xi = self.concentration
+        upper = st.where(xi < 0, self.loc - self.scale / st.where(xi < 0, xi, -1.0), math.inf)
+        return constraints.interval(self.loc, upper)
+
+    @property
+    def mean(self):
+        xi = self.concentration
+        return st.where(xi < 1, self.loc + self.scale / st.where(xi < 1, 1 - xi, 1.0),
+                        math.inf)
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        xi = self.concentration
+        ok = xi < 0.5
+        safe = st.where(ok, xi, 0.0)
+        return st.where(ok, self.scale ** 2 / ((1 - safe) ** 2 * (1 - 2 * safe)), math.inf)
+
+    def rsample(self, sample_shape=()):
+        u = _uniform(self._extended_shape(sample_shape), self.loc)
+        return self.icdf(u)
+
+    def icdf(self, value):
+        xi, zero, safe = self._parts()
+        t = -st.log1p(-value)  # a unit exponential
+        z = st.where(zero, t, st.expm1(safe * t) / safe)
+        return self.loc + self.scale * z
+
+    def log_prob(self, value):
+        value = self._validate_sample(value)
+        xi, zero, safe = self._parts()
+        z = (value - self.loc) / self.scale
+        inner = st.clamp(1 + safe * z, min=float(np.finfo(z.dtype.np).tiny))
+        lp = st.where(zero, -z, -(1 / safe + 1) * st.log(inner))
+        return lp - st.log(self.scale)
+
+    def cdf(self, value):
+        xi, zero, safe = self._parts()
+        z = (value - self.loc) / self.scale
+        inner = st.clamp(1 + safe * z, min=0.0)
+        return st.where(zero, -st.expm1(-z), 1 - inner ** (-1 / safe))
+
+    def entropy(self):
+        return st.log(self.scale) + self.concentration + 1
