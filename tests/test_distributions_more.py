@@ -809,3 +809,45 @@ def test_generalized_pareto(xi):
     assert abs(s.mean() - d.mean.item()) < 5 * math.sqrt(d.variance.item() / 200_000)
     with pytest.raises(ValueError, match="GeneralizedPareto.log_prob: the value is outside"):
         d.log_prob(f64(0.0))
+
+
+def test_wishart():
+    cov = np.array([[2.0, 0.5], [0.5, 1.0]])
+    d = D.Wishart(f64(4.5), covariance_matrix=f64(cov))
+    x = np.array([[3.0, 1.0], [1.0, 2.5]])
+    p, nu = 2, 4.5
+    ref = (0.5 * (nu - p - 1) * np.linalg.slogdet(x)[1]
+           - 0.5 * np.trace(np.linalg.solve(cov, x)) - 0.5 * nu * p * np.log(2)
+           - 0.5 * nu * np.linalg.slogdet(cov)[1]
+           - (0.25 * p * (p - 1) * np.log(np.pi) + LG(nu / 2) + LG(nu / 2 - 0.5)))
+    assert_close(d.log_prob(f64(x)).item(), ref, rtol=1e-10)
+    assert_close(to_numpy(d.mean), nu * cov)
+    st.manual_seed(15)
+    n = 200_000
+    s = d.sample((n,))
+    sn = to_numpy(s)
+    se = np.sqrt(to_numpy(d.variance) / n)
+    assert np.all(np.abs(sn.mean(0) - nu * cov) < 5 * se)
+    assert_close(sn.var(0), to_numpy(d.variance), rtol=0.05)
+    # entropy against the Monte Carlo mean of -log_prob
+    lp = to_numpy(d.log_prob(s))
+    assert abs(-lp.mean() - d.entropy().item()) < 5 * lp.std() / math.sqrt(n)
+    # the same distribution from the precision matrix or the Cholesky factor
+    d2 = D.Wishart(f64(4.5), precision_matrix=f64(np.linalg.inv(cov)))
+    d3 = D.Wishart(f64(4.5), scale_tril=f64(np.linalg.cholesky(cov)))
+    for e in (d2, d3):
+        assert_close(e.log_prob(f64(x)).item(), ref, rtol=1e-9)
+    # rsample: d E[X] / d df = Sigma
+    df = f64(4.5, grad=True)
+    st.manual_seed(16)
+    D.Wishart(df, covariance_matrix=f64(cov)).rsample((n,)).mean(0).sum().backward()
+    assert_close(df.grad.item(), cov.sum(), rtol=0.03)
+    with pytest.raises(ValueError, match="Wishart: expected parameter df"):
+        D.Wishart(f64(0.5), covariance_matrix=f64(cov))
+    with pytest.raises(ValueError, match="Wishart: pass exactly one of"):
+        D.Wishart(f64(3.0))
+    with pytest.raises(ValueError, match="Wishart: expected parameter covariance_matrix to be "
+                                         "positive-definite"):
+        D.Wishart(f64(3.0), covariance_matrix=f64([[1.0, 2.0], [2.0, 1.0]]))
+    with pytest.raises(ValueError, match="Wishart.log_prob: the value is outside"):
+        d.log_prob(f64([[1.0, 2.0], [2.0, 1.0]]))

@@ -34,6 +34,7 @@ from .mixture import LowRankMultivariateNormal, MixtureSameFamily
 from .multivariate_normal import MultivariateNormal
 from .relaxed import ContinuousBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
 from .transformed import TransformedDistribution
+from .wishart import Wishart
 from .transforms import (AbsTransform, AffineTransform, CatTransform, ComposeTransform,
                          CorrCholeskyTransform, CumulativeDistributionTransform, ExpTransform,
                          PositiveDefiniteTransform, IndependentTransform, LowerCholeskyTransform,
@@ -56,6 +57,7 @@ __all__ = [
     "LogisticNormal", "LowRankMultivariateNormal", "MixtureSameFamily", "Multinomial",
     "NegativeBinomial", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Pareto",
     "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "VonMises", "Weibull",
+    "Wishart",
     "Bernoulli", "Beta", "Categorical", "Dirichlet", "Distribution", "Exponential", "Gamma",
     "Laplace", "MultivariateNormal", "Normal", "Poisson", "Uniform", "kl_divergence",
     "register_kl",
