@@ -851,3 +851,35 @@ def test_wishart():
         D.Wishart(f64(3.0), covariance_matrix=f64([[1.0, 2.0], [2.0, 1.0]]))
     with pytest.raises(ValueError, match="Wishart.log_prob: the value is outside"):
         d.log_prob(f64([[1.0, 2.0], [2.0, 1.0]]))
+
+
+@pytest.mark.parametrize("eta", [0.7, 2.0])
+def test_lkj_cholesky_two_by_two_density(eta):
+    d = D.LKJCholesky(2, f64(eta))
+    r = np.linspace(-1 + 1e-9, 1 - 1e-9, 400_001)
+    low = np.zeros((r.size, 2, 2))
+    low[:, 0, 0], low[:, 1, 0], low[:, 1, 1] = 1.0, r, np.sqrt(1 - r * r)
+    lp = to_numpy(d.log_prob(f64(low)))
+    ref = (eta - 1) * np.log1p(-r * r) - (0.5 * math.log(math.pi) + LG(eta) - LG(eta + 0.5))
+    assert_close(lp, ref, rtol=1e-9, atol=1e-9)
+
+
+def test_lkj_cholesky_sampling():
+    eta, dim, n = 1.5, 4, 100_000
+    d = D.LKJCholesky(dim, f64(eta))
+    st.manual_seed(17)
+    low = d.sample((n,))
+    assert low.shape == (n, dim, dim) and bool(C.corr_cholesky.check(low).all().item())
+    corr = to_numpy(low @ low.transpose(-2, -1))
+    # every off-diagonal correlation is 2 Beta(a, a) - 1, a = eta + (dim - 2) / 2
+    a = eta + (dim - 2) / 2
+    var = 1 / (2 * a + 1)
+    for i, j in [(1, 0), (2, 1), (3, 0), (3, 2)]:
+        c = corr[:, i, j]
+        assert abs(c.mean()) < 5 * math.sqrt(var / n)
+        assert abs(c.var() - var) < 0.03 * var
+    assert np.all(np.isfinite(to_numpy(d.log_prob(low[:10]))))
+    with pytest.raises(ValueError, match="LKJCholesky: dim must be an int of at least 2"):
+        D.LKJCholesky(1)
+    with pytest.raises(ValueError, match="LKJCholesky: expected parameter concentration"):
+        D.LKJCholesky(3, -1.0)

@@ -21,8 +21,8 @@ from . import constraints, transforms
 from . import kl_more as _kl_more  # noqa: F401  (registers KL pairs)
 from .continuous import Exponential, Laplace, Normal, Uniform
 from .continuous_more import (Cauchy, Chi2, FisherSnedecor, GeneralizedPareto, Gumbel,
-                              HalfCauchy, HalfNormal, InverseGamma, Kumaraswamy, LogisticNormal, LogNormal, Pareto,
-                              StudentT, VonMises, Weibull)
+                              HalfCauchy, HalfNormal, InverseGamma, Kumaraswamy,
+                              LogisticNormal, LogNormal, Pareto, StudentT, VonMises, Weibull)
 from .discrete import Bernoulli, Categorical, Poisson
 from .discrete_more import (Binomial, Geometric, Multinomial, NegativeBinomial,
                             OneHotCategorical, OneHotCategoricalStraightThrough)
@@ -30,35 +30,33 @@ from .distribution import Distribution
 from .gamma import Beta, Dirichlet, Gamma
 from .independent import ExponentialFamily, Independent
 from .kl import kl_divergence, register_kl
+from .lkj import LKJCholesky
 from .mixture import LowRankMultivariateNormal, MixtureSameFamily
 from .multivariate_normal import MultivariateNormal
 from .relaxed import ContinuousBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
 from .transformed import TransformedDistribution
-from .wishart import Wishart
 from .transforms import (AbsTransform, AffineTransform, CatTransform, ComposeTransform,
                          CorrCholeskyTransform, CumulativeDistributionTransform, ExpTransform,
-                         PositiveDefiniteTransform, IndependentTransform, LowerCholeskyTransform,
+                         IndependentTransform, LowerCholeskyTransform, PositiveDefiniteTransform,
                          PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform,
                          SoftplusTransform, StackTransform, StickBreakingTransform,
                          TanhTransform, Transform, biject_to, identity_transform, transform_to)
+from .wishart import Wishart
 
 __all__ = [
-    "AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform",
-    "CorrCholeskyTransform", "CumulativeDistributionTransform", "PositiveDefiniteTransform",
-    "ExpTransform",
-    "ExponentialFamily", "Independent", "IndependentTransform", "LowerCholeskyTransform",
-    "PowerTransform", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
-    "SoftplusTransform", "StackTransform", "StickBreakingTransform", "TanhTransform",
-    "Transform", "TransformedDistribution", "biject_to", "constraints", "identity_transform",
+    "AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "CatTransform",
+    "Categorical", "Cauchy", "Chi2", "ComposeTransform", "ContinuousBernoulli",
+    "CorrCholeskyTransform", "CumulativeDistributionTransform", "Dirichlet", "Distribution",
+    "ExpTransform", "Exponential", "ExponentialFamily", "FisherSnedecor", "Gamma",
+    "GeneralizedPareto", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent",
+    "IndependentTransform", "InverseGamma", "Kumaraswamy", "LKJCholesky", "Laplace",
+    "LogNormal", "LogisticNormal", "LowRankMultivariateNormal", "LowerCholeskyTransform",
+    "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal",
+    "OneHotCategorical", "OneHotCategoricalStraightThrough", "Pareto", "Poisson",
+    "PositiveDefiniteTransform", "PowerTransform", "RelaxedBernoulli",
+    "RelaxedOneHotCategorical", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
+    "SoftplusTransform", "StackTransform", "StickBreakingTransform", "StudentT",
+    "TanhTransform", "Transform", "TransformedDistribution", "Uniform", "VonMises", "Weibull",
+    "Wishart", "biject_to", "constraints", "identity_transform", "kl_divergence", "register_kl",
     "transform_to", "transforms",
-    "Binomial", "Cauchy", "Chi2", "ContinuousBernoulli", "FisherSnedecor", "GeneralizedPareto",
-    "Geometric",
-    "Gumbel", "HalfCauchy", "HalfNormal", "InverseGamma", "Kumaraswamy", "LogNormal",
-    "LogisticNormal", "LowRankMultivariateNormal", "MixtureSameFamily", "Multinomial",
-    "NegativeBinomial", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Pareto",
-    "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "VonMises", "Weibull",
-    "Wishart",
-    "Bernoulli", "Beta", "Categorical", "Dirichlet", "Distribution", "Exponential", "Gamma",
-    "Laplace", "MultivariateNormal", "Normal", "Poisson", "Uniform", "kl_divergence",
-    "register_kl",
 ]
