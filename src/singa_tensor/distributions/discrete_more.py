@@ -18,7 +18,7 @@ class _ProbsOrLogits(Distribution):
     """Shared handling of a binary probs / logits parameter (computed lazily from the
     other)."""
 
-    _param_names = ("probs", "logits")
+    _param_names: tuple = ("probs", "logits")
 
     def _set_param(self, name, probs, logits, *others):
         _one_of(name, probs, logits)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import singa_tensor as st
 from singa_tensor import Tensor
@@ -94,7 +95,7 @@ class Distribution:
     # ---- what subclasses provide ----------------------------------------------------------------
 
     arg_constraints: dict = {}
-    support = None
+    support: Any = None
 
     def _check_parameters(self) -> None:
         """Raise ValueError for parameters outside their constraints (by default those of
