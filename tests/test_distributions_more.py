@@ -883,3 +883,16 @@ def test_lkj_cholesky_sampling():
         D.LKJCholesky(1)
     with pytest.raises(ValueError, match="LKJCholesky: expected parameter concentration"):
         D.LKJCholesky(3, -1.0)
+
+
+def test_transformed_families_expand():
+    for d in (D.LogNormal(f64(0.0), f64(1.0)), D.HalfNormal(f64(2.0)),
+              D.InverseGamma(f64(3.0), f64(1.0)), D.RelaxedBernoulli(f64(0.5), probs=f64(0.3))):
+        e = d.expand((4, 2))
+        assert e.batch_shape == (4, 2) and e.sample((3,)).shape == (3, 4, 2)
+        assert_close(to_numpy(e.log_prob(f64(0.5))), np.full((4, 2), d.log_prob(f64(0.5)).item()))
+    ln = D.LogisticNormal(f64([0.0, 1.0]), f64([1.0, 1.0]))
+    e = ln.expand((5,))
+    assert e.batch_shape == (5,) and e.event_shape == (3,) and e.sample().shape == (5, 3)
+    with pytest.raises(ValueError, match="cannot be expanded"):
+        D.LogNormal(f64([0.0, 1.0]), 1.0).expand((3,))

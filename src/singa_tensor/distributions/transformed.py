@@ -69,7 +69,22 @@ class TransformedDistribution(Distribution):
         return constraints.independent(sup, extra) if extra > 0 else sup
 
     def expand(self, batch_shape, _instance=None):
-        raise NotImplementedError(f"{type(self).__name__}.expand is not implemented")
+        """The same transforms of the base distribution expanded to batch_shape (plus the
+        base's batch dims that the transforms turn into event dims).
+
+        Example:
+            >>> import singa_tensor as st
+            >>> st.distributions.LogNormal(0.0, 1.0).expand((2, 3)).sample().shape
+            (2, 3)
+        """
+        batch_shape = tuple(batch_shape)
+        base_batch = tuple(self.base_dist.batch_shape)
+        extra = base_batch[len(self._batch_shape):]
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.base_dist = self.base_dist.expand(batch_shape + extra)
+        new._batch_shape = batch_shape
+        return new
 
     def sample(self, sample_shape=()):
         with st.no_grad():
