@@ -8,6 +8,7 @@ import math
 import singa_tensor as st
 from singa_tensor import Tensor
 
+from . import constraints
 from .distribution import Distribution, broadcast_all, check
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -36,6 +37,8 @@ class Normal(Distribution):
 
     has_rsample = True
     _param_names = ("loc", "scale")
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all("Normal", loc, scale)
@@ -90,6 +93,8 @@ class Uniform(Distribution):
 
     has_rsample = True
     _param_names = ("low", "high")
+    arg_constraints = {"low": constraints.dependent(is_discrete=False, event_dim=0),
+                       "high": constraints.dependent(is_discrete=False, event_dim=0)}
     _support_name = "the interval [low, high)"
 
     def __init__(self, low, high, validate_args=None):
@@ -98,6 +103,10 @@ class Uniform(Distribution):
 
     def _check_parameters(self):
         check("Uniform", "low", self.low, self.low < self.high, "less than high")
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return constraints.half_open_interval(self.low, self.high)
 
     def _support_ok(self, value):
         return (value >= self.low) & (value < self.high)
@@ -146,6 +155,8 @@ class Exponential(Distribution):
 
     has_rsample = True
     _param_names = ("rate",)
+    arg_constraints = {"rate": constraints.positive}
+    support = constraints.nonnegative
     _support_name = "non-negative values"
 
     def __init__(self, rate, validate_args=None):
@@ -206,6 +217,8 @@ class Laplace(Distribution):
 
     has_rsample = True
     _param_names = ("loc", "scale")
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all("Laplace", loc, scale)

@@ -9,6 +9,7 @@ import numpy as np
 import singa_tensor as st
 from singa_tensor import Tensor
 
+from . import constraints
 from ._special import _lgam, gammainc, lgamma
 from .distribution import Distribution, broadcast_all, check
 
@@ -39,6 +40,8 @@ class Bernoulli(Distribution):
     """
 
     _param_names = ("probs", "logits")
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.boolean
     _support_name = "{0, 1}"
 
     def __init__(self, probs=None, logits=None, validate_args=None):
@@ -111,6 +114,7 @@ class Categorical(Distribution):
     """
 
     _param_names = ("probs", "logits")
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         _one_of("Categorical", probs, logits)
@@ -156,6 +160,10 @@ class Categorical(Distribution):
             check("Categorical", "logits", self._raw, self._raw == self._raw, "real")
 
     _support_name = "integers in [0, num categories)"
+
+    @constraints.dependent_property(is_discrete=True, event_dim=0)
+    def support(self):
+        return constraints.integer_interval(0, self._num_events - 1)
 
     def _support_ok(self, value):
         return (value >= 0) & (value < self._num_events) & (value == value.floor()
@@ -210,6 +218,8 @@ class Poisson(Distribution):
     """
 
     _param_names = ("rate",)
+    arg_constraints = {"rate": constraints.nonnegative}
+    support = constraints.nonnegative_integer
     _support_name = "non-negative integers"
 
     def __init__(self, rate, validate_args=None):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import singa_tensor as st
 from singa_tensor import Tensor
@@ -93,14 +94,30 @@ class Distribution:
 
     # ---- what subclasses provide ----------------------------------------------------------------
 
+    arg_constraints: dict = {}
+    support: Any = None
+
     def _check_parameters(self) -> None:
-        """Raise ValueError for parameters outside their constraints."""
+        """Raise ValueError for parameters outside their constraints (by default those of
+        arg_constraints, for the parameters given)."""
+        from . import constraints
+        for name, c in self.arg_constraints.items():
+            value = self.__dict__.get(name)
+            if not isinstance(value, Tensor) or constraints.is_dependent(c):
+                continue
+            check(type(self).__name__, name, value, c.check(value), repr(c))
 
     def _support_ok(self, value: Tensor) -> Tensor | None:
         """A bool tensor: value lies in the support (None: any value does)."""
-        return None
+        from . import constraints
+        support = self.support
+        if support is None or support is constraints.real or constraints.is_dependent(support):
+            return None
+        return support.check(value)
 
-    _support_name = "real"
+    @property
+    def _support_name(self) -> str:
+        return repr(self.support)
 
     @property
     def mean(self) -> Tensor:

@@ -8,6 +8,7 @@ import numpy as np
 
 import singa_tensor as st
 
+from . import constraints
 from ._special import digamma, lbeta, lgamma, rsample_standard_gamma
 from .distribution import Distribution, broadcast_all, check
 
@@ -24,6 +25,8 @@ class Gamma(Distribution):
 
     has_rsample = True
     _param_names = ("concentration", "rate")
+    arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
+    support = constraints.nonnegative
     _support_name = "positive values"
 
     def __init__(self, concentration, rate, validate_args=None):
@@ -78,6 +81,9 @@ class Beta(Distribution):
 
     has_rsample = True
     _param_names = ("concentration1", "concentration0")
+    arg_constraints = {"concentration1": constraints.positive,
+                       "concentration0": constraints.positive}
+    support = constraints.unit_interval
     _support_name = "the open interval (0, 1)"
 
     def __init__(self, concentration1, concentration0, validate_args=None):
@@ -140,6 +146,8 @@ class Dirichlet(Distribution):
 
     has_rsample = True
     _param_names = ("concentration",)
+    arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
+    support = constraints.simplex
     _support_name = "the simplex"
 
     def __init__(self, concentration, validate_args=None):

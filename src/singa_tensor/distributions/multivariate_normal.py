@@ -7,6 +7,7 @@ import math
 import singa_tensor as st
 from singa_tensor import Tensor, linalg
 
+from . import constraints
 from .distribution import Distribution, _broadcast, broadcast_all
 
 
@@ -37,6 +38,11 @@ class MultivariateNormal(Distribution):
 
     has_rsample = True
     _param_names = ("loc",)
+    arg_constraints = {"loc": constraints.real_vector,
+                       "covariance_matrix": constraints.positive_definite,
+                       "precision_matrix": constraints.positive_definite,
+                       "scale_tril": constraints.lower_cholesky}
+    support = constraints.real_vector
 
     def __init__(self, loc, covariance_matrix=None, precision_matrix=None, scale_tril=None,
                  validate_args=None):
