@@ -31,6 +31,18 @@ from .ops.linalg_compose import (
     multi_dot,
     vector_norm,
 )
+from .ops.linalg_more import (
+    InvEx,
+    SolveEx,
+    cond,
+    householder_product,
+    inv_ex,
+    matrix_exp,
+    solve_ex,
+    tensorinv,
+    tensorsolve,
+    vander,
+)
 from .ops.linalg_decomp import (
     QR,
     SVD,
@@ -157,5 +169,7 @@ __all__ = [
     "cholesky_ex", "diagonal", "cross", "det",
     "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm", "matrix_power",
     "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_triangular",
-    "svd", "svdvals", "vecdot", "vector_norm",
+    "svd", "svdvals", "vecdot", "vector_norm", "InvEx", "SolveEx", "cond",
+    "householder_product", "inv_ex", "matrix_exp", "solve_ex", "tensorinv", "tensorsolve",
+    "vander",
 ]

@@ -22,6 +22,7 @@ from . import (
     linalg,
     linalg_compose,
     linalg_decomp,
+    linalg_more,
     loss,
     masks,
     matrix_more,
@@ -65,7 +66,7 @@ _FAMILIES = [elementwise, layout, reduce, shape, masks, padding, index, subscrip
              linalg, reduce_ext, loss, fused_updates, attention, attention_fused, rnn, dense,
              sort, activation, pooling, rearrange, more_shape, more_index, more_scatter,
              linalg_decomp, linalg_compose, more_nn, more_sampling, pointwise_more,
-             matrix_more, reduce_more, conv3d]
+             matrix_more, reduce_more, conv3d, linalg_more]
 for _mod in reversed(_FAMILIES):
     globals().update({_k: getattr(_mod, _k) for _k in getattr(_mod, "__all__", ())})
 
