@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from .. import autograd as _ag
+from .. import dtype as _dt
 from ..tensor import Tensor, _wrap_dim
 from . import activation as _act
 from . import elementwise as _el
@@ -41,6 +42,7 @@ negative = _el.neg
 concat = concatenate = _sh.cat
 ger = bind_method(_la.outer, "ger")
 bind_method(_el.abs, "absolute")
+bind_method(_el.neg, "negative")
 bind_method(_act.hardshrink)
 bind_method(_act.prelu)
 
@@ -202,6 +204,78 @@ def _where_method(self: Tensor, condition, other) -> Tensor:
 bind_method(_where_method, "where")
 
 
+def rsub(input: Tensor, other, *, alpha=1) -> Tensor:
+    """other - alpha * input (subtraction with the operands reversed).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.rsub(st.tensor([1.0, 2.0]), 10.0).tolist()
+        [9.0, 8.0]
+    """
+    _expect("rsub", input)
+    return other - (input if alpha == 1 else input * alpha)
+
+
+def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
+    """Split dimension dim into the dimensions sizes (one of them may be -1).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.unflatten(st.zeros(2, 6), 1, (2, -1)).shape
+        (2, 2, 3)
+    """
+    _expect("unflatten", input)
+    d = _wrap_dim(dim, input.ndim, "unflatten")
+    sizes = tuple(sizes)
+    if not sizes:
+        raise ValueError("unflatten: sizes must be non-empty")
+    if sizes.count(-1) > 1:
+        raise ValueError(f"unflatten: only one dimension can be inferred, got sizes {sizes}")
+    n = input.shape[d]
+    known = 1
+    for s in sizes:
+        known *= 1 if s == -1 else s
+    if (-1 not in sizes and known != n) or (-1 in sizes and (known == 0 or n % known)):
+        raise ValueError(f"unflatten: provided sizes {sizes} don't multiply up to the size of "
+                         f"dim {dim} ({n}) in the input tensor")
+    return input.reshape(*input.shape[:d], *sizes, *input.shape[d + 1:])
+
+
+bind_method(unflatten)
+
+
+def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
+    """The p-norm of input - other (broadcast), as a 0-d tensor.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.dist(st.tensor([3.0, 0.0]), st.tensor([0.0, 4.0])).item()
+        5.0
+    """
+    _expect("dist", input)
+    return _rx.norm(input - other, p)
+
+
+bind_method(dist)
+
+
+def isreal(input: Tensor) -> Tensor:
+    """Whether each element is real: always True, as no dtype here is complex.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.isreal(st.tensor([1.0, 2.0])).tolist()
+        [True, True]
+    """
+    _expect("isreal", input)
+    from .. import creation
+
+    return creation.ones(input.shape, dtype=_dt.bool_, device=input.device)
+
+
+bind_method(isreal)
+
+
 # ---- in-place forms --------------------------------------------------------------------------
 def _inplace_of(fn: Callable, name: str, example: str) -> Callable:
     """The function `name` that computes fn out of place and writes the result into input."""
@@ -233,7 +307,7 @@ globals().update({n: _inplace_of(fn, n, ex) for n, (fn, ex) in _TOP_INPLACE.item
 
 _METHOD_INPLACE = {  # Tensor-only in-place forms: Tensor.<name>
     "negative_": _el.neg, "multiply_": _el.mul, "subtract_": _el.sub, "divide_": _el.div,
-    "absolute_": _el.abs, "cumsum_": _rx.cumsum, "cumprod_": _rx.cumprod,
+    "absolute_": _el.abs, "cumsum_": _rx.cumsum, "cumprod_": _rx.cumprod, "tan_": _el.tan,
 }
 for _n, _fn in _METHOD_INPLACE.items():
     bind_method(_inplace_of(_fn, _n, "x"))
@@ -374,5 +448,6 @@ __all__ = [
     "absolute", "multiply", "subtract", "divide", "greater", "greater_equal", "less",
     "less_equal", "not_equal", "negative", "positive", "concat", "concatenate", "ravel",
     "msort", "clamp_min", "clamp_max", "ger", "inner", "vdot", "split_with_sizes",
+    "rsub", "unflatten", "dist", "isreal",
     *_TOP_INPLACE,
 ]
