@@ -490,3 +490,23 @@ def test_functional_forms():
         st.kl_div(lp, t, 5)
     with pytest.raises(NotImplementedError, match="embedding: scale_grad_by_freq"):
         st.embedding(w, idx, -1, True)
+
+
+def test_integer_composites():
+    a = np.array([12, -18, 0, 7, 0, 2**40])
+    b = np.array([8, 12, 5, 0, 0, 6])
+    assert st.gcd(st.tensor(a), st.tensor(b)).tolist() == np.gcd(a, b).tolist()
+    assert st.lcm(st.tensor(a), st.tensor(b)).tolist() == np.lcm(a, b).tolist()
+    x = st.tensor(a)
+    assert x.gcd_(st.tensor(b)) is x and x.tolist() == np.gcd(a, b).tolist()
+    col = np.array([[4], [9]])
+    assert st.lcm(st.tensor(col), st.tensor([6, 15])).tolist() == np.lcm(col, [6, 15]).tolist()
+    assert st.gcd(st.tensor([12], dtype=st.int32), 8).dtype is st.int32
+    assert st.bitwise_not(st.tensor(a)).tolist() == np.invert(a).tolist()
+    assert st.tensor([True, False]).bitwise_not().tolist() == [False, True]
+    with pytest.raises(TypeError, match="gcd: expected integer tensors, got float32"):
+        st.gcd(st.zeros(2), st.zeros(2))
+    with pytest.raises(TypeError, match="lcm: expected a Tensor"):
+        st.lcm(2, 3)
+    with pytest.raises(TypeError, match="bitwise_not: expected an integer or bool"):
+        st.bitwise_not(st.zeros(1))

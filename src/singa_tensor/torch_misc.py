@@ -135,8 +135,8 @@ def promote_types(type1, type2) -> _dt.DType:
 
 
 def can_cast(from_, to) -> bool:
-    """Whether PyTorch's casting rules allow an op to write a from_ result into a to tensor:
-    never float to integer or bool, nor integer to bool.
+    """Whether PyTorch's casting rules let an op write a result of the first dtype into a
+    tensor of the second: never float to integer or bool, nor integer to bool.
 
     Example:
         >>> import singa_tensor as st

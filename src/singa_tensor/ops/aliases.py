@@ -43,7 +43,6 @@ concat = concatenate = _sh.cat
 ger = bind_method(_la.outer, "ger")
 bind_method(_el.abs, "absolute")
 bind_method(_el.neg, "negative")
-bind_method(_act.hardshrink)
 bind_method(_act.prelu)
 
 
@@ -274,6 +273,20 @@ def isreal(input: Tensor) -> Tensor:
 
 
 bind_method(isreal)
+
+
+def _hardshrink_method(self: Tensor, lambd: float = 0.5) -> Tensor:
+    """`st.hardshrink(self, lambd)`: elements of magnitude at most lambd become 0.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.tensor([-2.0, 0.25]).hardshrink().tolist()
+        [-2.0, 0.0]
+    """
+    return _act.hardshrink(self, lambd)
+
+
+bind_method(_hardshrink_method, "hardshrink")
 
 
 # ---- in-place forms --------------------------------------------------------------------------

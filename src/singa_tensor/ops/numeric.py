@@ -370,6 +370,80 @@ def chain_matmul(*matrices: Tensor) -> Tensor:
     return out
 
 
+def _int_pair(op: str, a, b) -> tuple:
+    if a.__class__ is not Tensor and b.__class__ is not Tensor:
+        raise TypeError(f"{op}: expected a Tensor, got {type(a).__name__}")
+    like = a if a.__class__ is Tensor else b
+    a = a if a.__class__ is Tensor else creation.tensor(a, dtype=like.dtype, device=like.device)
+    b = b if b.__class__ is Tensor else creation.tensor(b, dtype=like.dtype, device=like.device)
+    for t in (a, b):
+        if t.dtype.is_floating_point or t.dtype is _dt.bool_:
+            raise TypeError(f"{op}: expected integer tensors, got {t.dtype.name}")
+    return a, b
+
+
+def _gcd_pair(a: Tensor, b: Tensor) -> Tensor:
+    # Euclid's algorithm on magnitudes; a lane whose divisor reached 0 holds its gcd in a
+    a, b = _el.abs(a), _el.abs(b)
+    a, b = a + b * 0, b + a * 0  # broadcast both to the result's shape
+    while bool(_re.any(b != 0).item()):
+        done = b == 0
+        r = _el.remainder(a, _el.where(done, b + 1, b))
+        a, b = _el.where(done, a, b), _el.where(done, b, r)
+    return a
+
+
+@composite("gcd", np.gcd, differentiable=False, dtypes=("int64",), method=True, inplace=True,
+           samples=lambda: [((np.array([12, -18, 0, 7, 0]), np.array([8, 12, 5, 0, 0])), {}),
+                            ((np.array([[4], [9]]), np.array([6, 15, -27])), {})])
+def gcd(input: Tensor, other: Tensor) -> Tensor:
+    """The greatest common divisor of each pair of integers (non-negative; gcd(0, 0) = 0).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.gcd(st.tensor([12, -18, 0]), st.tensor([8, 12, 5])).tolist()
+        [4, 6, 5]
+    """
+    return _gcd_pair(*_int_pair("gcd", input, other))
+
+
+@composite("lcm", np.lcm, differentiable=False, dtypes=("int64",), method=True, inplace=True,
+           samples=lambda: [((np.array([4, -6, 0, 7]), np.array([6, 4, 5, 3])), {}),
+                            ((np.array([[2], [3]]), np.array([5, 9])), {})])
+def lcm(input: Tensor, other: Tensor) -> Tensor:
+    """The least common multiple of each pair of integers (non-negative; 0 if either is 0).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.lcm(st.tensor([4, -6, 0]), st.tensor([6, 4, 5])).tolist()
+        [12, 12, 0]
+    """
+    a, b = _int_pair("lcm", input, other)
+    g = _gcd_pair(a, b)
+    zero = g == 0
+    return _el.abs(_el.floor_divide(a, _el.where(zero, g + 1, g)) * b) * _el.logical_not(
+        zero).to(g.dtype)
+
+
+@composite("bitwise_not", np.invert, differentiable=False, dtypes=("int64",), method=True,
+           inplace=True, samples=lambda: [((np.array([0, 5, -3, 2**40]),), {})])
+def bitwise_not(input: Tensor) -> Tensor:
+    """Each integer with its bits flipped (-x - 1 in two's complement); logical not for bool.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.bitwise_not(st.tensor([0, 5, -3])).tolist(), st.bitwise_not(st.tensor([True]))
+        ([-1, -6, 2], tensor([False]))
+    """
+    expect_tensor("bitwise_not", input)
+    if input.dtype is _dt.bool_:
+        return _el.logical_not(input)
+    if input.dtype.is_floating_point:
+        raise TypeError(f"bitwise_not: expected an integer or bool tensor, got "
+                        f"{input.dtype.name}")
+    return -input - 1
+
+
 def unravel_index(indices, shape: int | Sequence[int]) -> tuple:
     """The coordinates, in a tensor of the given shape, of flat indices (a tuple of int64
     tensors of indices' shape, one per dimension).
@@ -405,4 +479,4 @@ def unravel_index(indices, shape: int | Sequence[int]) -> tuple:
 
 
 __all__ = ["diff", "trapezoid", "trapz", "cumulative_trapezoid", "cov", "corrcoef", "logit",
-           "logit_", "isin", "vander", "chain_matmul", "unravel_index"]
+           "logit_", "isin", "vander", "chain_matmul", "unravel_index", "gcd", "lcm", "bitwise_not"]
