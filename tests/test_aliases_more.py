@@ -510,3 +510,71 @@ def test_integer_composites():
         st.lcm(2, 3)
     with pytest.raises(TypeError, match="bitwise_not: expected an integer or bool"):
         st.bitwise_not(st.zeros(1))
+
+
+def test_older_linalg_and_random_forms():
+    a = _a(4, 3)
+    q, r = st.qr(st.tensor(a))
+    _close(q @ r, a, atol=1e-6)
+    assert st.tensor(a).qr(some=False)[0].shape == (4, 4)
+    u, s, v = st.svd(st.tensor(a))
+    _close(u @ st.diag(s) @ v.t(), a, atol=1e-6)
+    _close(s, np.linalg.svd(a, compute_uv=False), rtol=1e-6)
+    u0, _, v0 = st.tensor(a).svd(compute_uv=False)
+    assert u0.abs().sum().item() == 0.0 and v0.abs().sum().item() == 0.0
+    m = _a(3, 3)
+    _close(st.tensor(m).matrix_power(3), np.linalg.matrix_power(m, 3), rtol=1e-6, atol=1e-9)
+    c = st.tensor(a[:3])
+    b = st.tensor(_a(3, 3))
+    want = (c + b @ b).tolist()
+    assert c.addmm_(b, b) is c
+    _close(c, np.asarray(want), rtol=1e-6, atol=1e-9)
+    p = st.full((1000,), 0.5, dtype=st.float64)
+    draws = p.bernoulli()
+    assert set(draws.tolist()) <= {0.0, 1.0} and 300 < draws.sum().item() < 700
+    assert st.tensor([0.0, 1.0, 0.0]).multinomial(2, True).tolist() == [1, 1]
+    assert st.default_generator is st.random.default_generator
+
+
+def test_more_factories_and_flags():
+    assert st.range(1, 4).tolist() == [1.0, 2.0, 3.0, 4.0]
+    _close(st.range(0, 1, 0.25, dtype=st.float64), np.array([0, 0.25, 0.5, 0.75, 1.0]))
+    assert st.range(3, 1, -1).tolist() == [3.0, 2.0, 1.0]
+    with pytest.raises(ValueError, match="range: step must be nonzero"):
+        st.range(0, 1, 0)
+    with pytest.raises(ValueError, match="range: upper bound and lower bound inconsistent"):
+        st.range(0, 3, -1)
+    x = st.zeros(2, dtype=st.int64)
+    f = st.fill(x, 7)
+    assert f.tolist() == [7, 7] and f.dtype is st.int64 and x.tolist() == [0, 0]
+    with pytest.raises(ValueError, match="fill: only supports a 0-dimensional"):
+        st.fill(x, st.zeros(2))
+    t = st.empty_permuted((2, 3, 4), (2, 0, 1))
+    assert t.shape == (2, 3, 4) and t.stride() == (3, 1, 6)
+    with pytest.raises(ValueError, match="empty_permuted: physical_layout"):
+        st.empty_permuted((2, 3), (0, 0))
+    st.set_warn_always(True)
+    assert st.is_warn_always_enabled()
+    st.set_warn_always(False)
+    try:
+        st.set_deterministic_debug_mode("warn")
+        assert st.get_deterministic_debug_mode() == 1
+        st.set_deterministic_debug_mode(2)
+        assert st.get_deterministic_debug_mode() == 2
+    finally:
+        st.set_deterministic_debug_mode(0)
+    assert st.get_deterministic_debug_mode() == 0
+    with pytest.raises(ValueError, match="set_deterministic_debug_mode: invalid mode"):
+        st.set_deterministic_debug_mode(3)
+
+
+def test_more_functional_forms():
+    F = st.nn.functional
+    x = st.tensor(_a(1, 2, 8))
+    v, i = st.max_pool1d_with_indices(x, 3, 2)
+    fv, fi = F.max_pool1d(x, 3, 2, return_indices=True)
+    assert v.tolist() == fv.tolist() and i.tolist() == fi.tolist()
+    lp = st.tensor(_a(5, 2, 3)).log_softmax(2)
+    tg = st.tensor([[1, 2], [2, 2]])
+    got = st.ctc_loss(lp, tg, [5, 5], [2, 2], 0, 2)
+    assert got.item() == pytest.approx(F.ctc_loss(lp, tg, [5, 5], [2, 2], reduction="sum").item())

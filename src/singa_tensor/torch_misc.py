@@ -18,6 +18,9 @@ from . import dtype as _dt
 from .nn import functional as F
 from .ops._registry import bind_method
 from .ops.inplace import check_inplace
+from .random import default_generator
+from .random_fills import bernoulli as _bernoulli
+from .random_fills import multinomial as _multinomial
 from .tensor import Tensor
 
 e = math.e
@@ -465,7 +468,7 @@ def sum_to_size(self: Tensor, *size) -> Tensor:
     if lead < 0 or any(s not in (1, n) for s, n in zip(shape, self.shape[lead:])):
         raise RuntimeError(f"sum_to_size: size {tuple(shape)} is not expandable to size "
                            f"{self.shape}")
-    out = self.sum(tuple(range(lead))) if lead else self
+    out = self.sum(tuple(builtins.range(lead))) if lead else self
     dims = tuple(i for i, (s, n) in enumerate(zip(shape, out.shape)) if s == 1 and n != 1)
     return out.sum(dims, keepdim=True) if dims else out
 
@@ -535,6 +538,191 @@ def fill_diagonal_(self: Tensor, fill_value, wrap: bool = False) -> Tensor:
 
 for _fn in (new, new_empty_strided, sum_to_size, apply_, map_, fill_diagonal_):
     bind_method(_fn)
+
+
+# ---- linear algebra and random draws in PyTorch's older forms --------------------------------
+def matrix_power(input: Tensor, n: int) -> Tensor:
+    """`linalg.matrix_power`: the n-th power of square matrices (n < 0 inverts).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.tensor([[1.0, 1.0], [0.0, 1.0]]).matrix_power(3).tolist()
+        [[1.0, 3.0], [0.0, 1.0]]
+    """
+    from . import linalg
+
+    return linalg.matrix_power(input, n)
+
+
+def qr(input: Tensor, some: bool = True) -> tuple:
+    """(Q, R) with input = Q @ R; some=False gives the complete, square Q.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> q, r = st.qr(st.tensor([[3.0, 0.0], [4.0, 5.0]]))
+        >>> [round(v, 4) for v in (q @ r).reshape(-1).tolist()]
+        [3.0, 0.0, 4.0, 5.0]
+    """
+    from . import linalg
+
+    q, r = linalg.qr(input, mode="reduced" if some else "complete")
+    return q, r
+
+
+def svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> tuple:
+    """(U, S, V) with input = U @ diag(S) @ V^T (V, not its transpose, as torch.svd returns);
+    some=False gives square U and V; compute_uv=False gives zero U and V.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> u, s, v = st.svd(st.tensor([[3.0, 0.0], [0.0, -2.0]]))
+        >>> s.tolist()
+        [3.0, 2.0]
+    """
+    from . import linalg
+
+    u, s, vh = linalg.svd(input, full_matrices=not some)
+    v = vh.transpose(-2, -1)
+    if not compute_uv:
+        with _ag.no_grad():
+            u, v = u * 0.0, v * 0.0
+    return u, s, v
+
+
+for _fn in (matrix_power, qr, svd):
+    bind_method(_fn)
+bind_method(_bernoulli, "bernoulli")
+bind_method(_multinomial, "multinomial")
+
+
+def range(start: float = 0, end: float | None = None, step: float = 1, *, dtype=None,  # noqa: A001
+          device=None, requires_grad: bool = False) -> Tensor:
+    """Values from start to end inclusive, step apart (PyTorch's deprecated form of arange).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.range(1, 4).tolist()
+        [1.0, 2.0, 3.0, 4.0]
+    """
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("range: step must be nonzero")
+    if (end - start) * step < 0:
+        raise ValueError(f"range: upper bound and lower bound inconsistent with step sign "
+                         f"(start={start}, end={end}, step={step})")
+    n = int(math.floor((end - start) / step + 1e-9)) + 1
+    d = _dt.as_dtype(dtype) if dtype is not None else _dt.default_float()
+    v = start + step * np.arange(n, dtype=np.float64)
+    return _cr.tensor(v, dtype=d, device=device, requires_grad=requires_grad)
+
+
+def fill(input: Tensor, value) -> Tensor:
+    """A new tensor like input with every element value (out-of-place `fill_`).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.fill(st.zeros(2), 3.0).tolist()
+        [3.0, 3.0]
+    """
+    _tensor("fill", input)
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise ValueError("fill: only supports a 0-dimensional value tensor")
+        value = value.item()
+    return _cr.full_like(input, value)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, device=None,
+                   requires_grad: bool = False) -> Tensor:
+    """An uninitialized tensor of shape size whose dimensions lie in memory in the order
+    physical_layout (outermost first).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> t = st.empty_permuted((2, 3, 4), (0, 2, 1))
+        >>> t.shape, t.stride()
+        ((2, 3, 4), (12, 1, 3))
+    """
+    size, layout = tuple(size), tuple(physical_layout)
+    if sorted(layout) != list(builtins.range(len(size))):
+        raise ValueError(f"empty_permuted: physical_layout {layout} is not a permutation of "
+                         f"the {len(size)} dimensions")
+    t = _cr.empty(tuple(size[i] for i in layout), dtype=dtype, device=device)
+    inverse = [layout.index(i) for i in builtins.range(len(size))]
+    t = t.permute(*inverse)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+_warn_always = [False]
+
+
+def set_warn_always(b: bool) -> None:
+    """Ask for warnings that are normally given once to be given every time.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.set_warn_always(False); st.is_warn_always_enabled()
+        False
+    """
+    _warn_always[0] = bool(b)
+
+
+def is_warn_always_enabled() -> bool:
+    """Whether `set_warn_always(True)` is in effect.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.is_warn_always_enabled()
+        False
+    """
+    return _warn_always[0]
+
+
+def set_deterministic_debug_mode(debug_mode) -> None:
+    """0 / "default": nondeterministic ops allowed; 1 / "warn": they warn; 2 / "error": they
+    raise (`use_deterministic_algorithms` in one number).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.set_deterministic_debug_mode("default"); st.get_deterministic_debug_mode()
+        0
+    """
+    from .backends import use_deterministic_algorithms
+
+    modes = {"default": 0, "warn": 1, "error": 2}
+    mode = modes.get(debug_mode, debug_mode) if isinstance(debug_mode, str) else debug_mode
+    if mode not in (0, 1, 2):
+        raise ValueError(f"set_deterministic_debug_mode: invalid mode {debug_mode!r} (expected "
+                         f"0, 1, 2 or one of {list(modes)})")
+    use_deterministic_algorithms(mode > 0, warn_only=mode == 1)
+
+
+def get_deterministic_debug_mode() -> int:
+    """The mode `set_deterministic_debug_mode` sets: 0 off, 1 warn, 2 error.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.get_deterministic_debug_mode() in (0, 1, 2)
+        True
+    """
+    from .backends import are_deterministic_algorithms_enabled as _on
+    from .backends import is_deterministic_algorithms_warn_only_enabled as _warn_only
+
+    if not _on():
+        return 0
+    return 1 if _warn_only() else 2
+
+
+def init_num_threads() -> None:
+    """Start the CPU thread pool (the backend starts it on first use: nothing to do).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.init_num_threads()
+    """
 
 
 # ---- torch.<name> forms of nn.functional ---------------------------------------------------
@@ -726,6 +914,34 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool, full: bool,
                               reduction=_reduction("poisson_nll_loss", reduction))
 
 
+def max_pool1d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode: bool = False) -> tuple:
+    """1-d max pooling returning (values, indices).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> v, i = st.max_pool1d_with_indices(st.tensor([[[1.0, 3.0, 2.0, 0.0]]]), 2)
+        >>> v.tolist(), i.tolist()
+        ([[[3.0, 2.0]]], [[[1, 2]]])
+    """
+    return F.max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode,
+                        return_indices=True)
+
+
+def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0,
+             reduction=1, zero_infinity: bool = False) -> Tensor:
+    """`nn.functional.ctc_loss`, reduction an int or a name.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> lp = st.zeros(3, 1, 2).log_softmax(2)
+        >>> round(st.ctc_loss(lp, st.tensor([[1]]), [3], [1]).item(), 4)
+        0.2877
+    """
+    return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank,
+                      _reduction("ctc_loss", reduction), zero_infinity)
+
+
 def instance_norm(input: Tensor, weight, bias, running_mean, running_var,
                   use_input_stats: bool, momentum: float, eps: float,
                   cudnn_enabled: bool = False) -> Tensor:
@@ -753,4 +969,7 @@ __all__ = [
     "alpha_dropout_", "feature_alpha_dropout_", "embedding", "kl_div",
     "binary_cross_entropy_with_logits", "hinge_embedding_loss", "margin_ranking_loss",
     "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss", "instance_norm",
+    "matrix_power", "qr", "svd", "default_generator", "range", "fill", "empty_permuted",
+    "set_warn_always", "is_warn_always_enabled", "set_deterministic_debug_mode",
+    "get_deterministic_debug_mode", "init_num_threads", "max_pool1d_with_indices", "ctc_loss",
 ]

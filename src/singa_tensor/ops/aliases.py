@@ -321,6 +321,7 @@ globals().update({n: _inplace_of(fn, n, ex) for n, (fn, ex) in _TOP_INPLACE.item
 _METHOD_INPLACE = {  # Tensor-only in-place forms: Tensor.<name>
     "negative_": _el.neg, "multiply_": _el.mul, "subtract_": _el.sub, "divide_": _el.div,
     "absolute_": _el.abs, "cumsum_": _rx.cumsum, "cumprod_": _rx.cumprod, "tan_": _el.tan,
+    "addmm_": _la.addmm,
 }
 for _n, _fn in _METHOD_INPLACE.items():
     bind_method(_inplace_of(_fn, _n, "x"))
