@@ -578,3 +578,20 @@ def test_more_functional_forms():
     tg = st.tensor([[1, 2], [2, 2]])
     got = st.ctc_loss(lp, tg, [5, 5], [2, 2], 0, 2)
     assert got.item() == pytest.approx(F.ctc_loss(lp, tg, [5, 5], [2, 2], reduction="sum").item())
+
+
+def test_diagonal_scatter_and_ldexp():
+    a, s = _a(3, 4), _a(3)
+    want = a.copy()
+    want[np.arange(3), np.arange(3) + 1] = s
+    _close(st.diagonal_scatter(st.tensor(a), st.tensor(s), 1), want)
+    leaf = st.tensor(s, requires_grad=True)
+    st.diagonal_scatter(st.zeros(3, 3, dtype=st.float64), leaf).sum().backward()
+    assert leaf.grad.tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="diagonal_scatter: src must have shape \\(3,\\)"):
+        st.diagonal_scatter(st.zeros(3, 3), st.zeros(2))
+    x, e = _a(4), np.array([0, 1, -2, 5])
+    _close(st.ldexp(st.tensor(x), st.tensor(e)), np.ldexp(x, e))
+    y = st.tensor(x)
+    assert y.ldexp_(st.tensor(e)) is y
+    _close(y, np.ldexp(x, e))

@@ -444,6 +444,59 @@ def bitwise_not(input: Tensor) -> Tensor:
     return -input - 1
 
 
+def _diagonal_scatter_ref(a, src, offset=0, dim1=0, dim2=1):
+    out = a.copy()
+    planes = np.moveaxis(out, (dim1, dim2), (-2, -1))  # a writable view of out
+    k = np.arange(src.shape[-1])
+    planes[..., k + max(-offset, 0), k + max(offset, 0)] = src
+    return out
+
+
+@composite("diagonal_scatter", _diagonal_scatter_ref, samples=lambda: [
+    ((_rand(3, 3), _rand(3)), {}), ((_rand(3, 4), _rand(3, seed=1)), {"offset": 1}),
+    ((_rand(2, 3, 4), _rand(2, 2, seed=2)), {"offset": -1, "dim1": 1, "dim2": 2})])
+def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
+                     dim2: int = 1) -> Tensor:
+    """A copy of input with src on the diagonal `diagonal(input, offset, dim1, dim2)` picks.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.diagonal_scatter(st.zeros(2, 2), st.tensor([1.0, 2.0])).tolist()
+        [[1.0, 0.0], [0.0, 2.0]]
+    """
+    from .linalg import diagonal, diagonal_backward
+
+    expect_tensor("diagonal_scatter", input)
+    expect_tensor("diagonal_scatter", src, "src")
+    want = diagonal(input, offset, dim1, dim2).shape
+    if src.shape != want:
+        raise ValueError(f"diagonal_scatter: src must have shape {want} (the diagonal's), got "
+                         f"{src.shape}")
+    src = cast(src, input.dtype) if src.dtype is not input.dtype else src
+    ones = creation.ones(want, dtype=input.dtype, device=input.device)
+    mask = diagonal_backward(ones, input.shape, offset, dim1, dim2) != 0
+    return _el.where(mask, diagonal_backward(src, input.shape, offset, dim1, dim2), input)
+
+
+@composite("ldexp", lambda a, b: a * np.power(2.0, b), method=True, inplace=True,
+           samples=lambda: [((_rand(4), np.array([0.0, 1.0, -2.0, 3.0])), {}),
+                            ((_rand(2, 3), np.array([1.0, -1.0, 2.0])), {})])
+def ldexp(input: Tensor, other) -> Tensor:
+    """input * 2 ** other.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.ldexp(st.tensor([1.0, 3.0]), st.tensor([2, -1])).tolist()
+        [4.0, 1.5]
+    """
+    expect_tensor("ldexp", input)
+    x = input if input.dtype.is_floating_point else cast(input, _dt.float32)
+    e = other if other.__class__ is Tensor else creation.tensor(other, device=x.device)
+    if not e.dtype.is_floating_point:
+        e = cast(e, x.dtype)
+    return x * _el.pow(2.0, e)
+
+
 def unravel_index(indices, shape: int | Sequence[int]) -> tuple:
     """The coordinates, in a tensor of the given shape, of flat indices (a tuple of int64
     tensors of indices' shape, one per dimension).
@@ -479,4 +532,5 @@ def unravel_index(indices, shape: int | Sequence[int]) -> tuple:
 
 
 __all__ = ["diff", "trapezoid", "trapz", "cumulative_trapezoid", "cov", "corrcoef", "logit",
-           "logit_", "isin", "vander", "chain_matmul", "unravel_index", "gcd", "lcm", "bitwise_not"]
+           "logit_", "isin", "vander", "chain_matmul", "unravel_index", "gcd", "lcm", "bitwise_not",
+           "diagonal_scatter", "ldexp"]
