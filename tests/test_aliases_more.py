@@ -595,3 +595,23 @@ def test_diagonal_scatter_and_ldexp():
     y = st.tensor(x)
     assert y.ldexp_(st.tensor(e)) is y
     _close(y, np.ldexp(x, e))
+
+
+def test_triangular_family():
+    L = np.tril(_a(3, 3)) + 3 * np.eye(3)
+    B = _a(3, 2)
+    A = L @ L.T
+    _close(st.cholesky_solve(st.tensor(B), st.tensor(L)), np.linalg.solve(A, B), rtol=1e-6,
+           atol=1e-9)
+    _close(st.tensor(B).cholesky_solve(st.tensor(L.T), upper=True), np.linalg.solve(A, B),
+           rtol=1e-6, atol=1e-9)
+    _close(st.cholesky_inverse(st.tensor(L)), np.linalg.inv(A), rtol=1e-6, atol=1e-9)
+    x, same = st.triangular_solve(st.tensor(B), st.tensor(L), upper=False)
+    _close(x, np.linalg.solve(L, B), rtol=1e-6, atol=1e-9)
+    _close(same, L)
+    x, _ = st.tensor(B).triangular_solve(st.tensor(L.T), transpose=True)
+    _close(x, np.linalg.solve(L, B), rtol=1e-6, atol=1e-9)
+    with pytest.raises(ValueError, match="cholesky_solve: L must be a batch of square"):
+        st.cholesky_solve(st.zeros(3, 1), st.zeros(3, 2))
+    with pytest.raises(TypeError, match="triangular_solve: A must be a Tensor"):
+        st.triangular_solve(st.zeros(2, 1), [[1.0]])

@@ -497,6 +497,90 @@ def ldexp(input: Tensor, other) -> Tensor:
     return x * _el.pow(2.0, e)
 
 
+def _lower(n, seed=0):
+    return np.tril(_rand(n, n, seed=seed)) + 3.0 * np.eye(n)
+
+
+def _chol_factor(L, upper):
+    T = np.triu(L) if upper else np.tril(L)
+    return T.T @ T if upper else T @ T.T
+
+
+@composite("cholesky_solve",
+           lambda B, L, upper=False: np.linalg.solve(_chol_factor(L, upper), B), method=True,
+           samples=lambda: [((_rand(3, 2), _lower(3)), {}),
+                            ((_rand(3, 1), _lower(3, seed=1).T), {"upper": True})])
+def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
+    """X with A X = B, A given by its Cholesky factor: A = L L^T (or U^T U when upper).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> L = st.tensor([[2.0, 0.0], [1.0, 1.0]])
+        >>> st.cholesky_solve(st.tensor([[4.0], [3.0]]), L).tolist()
+        [[0.5], [1.0]]
+    """
+    from .linalg_decomp import solve_triangular
+
+    expect_tensor("cholesky_solve", B)
+    expect_tensor("cholesky_solve", L, "L")
+    if L.ndim < 2 or L.shape[-1] != L.shape[-2]:
+        raise ValueError(f"cholesky_solve: L must be a batch of square matrices, got shape "
+                         f"{L.shape}")
+    Lt = L.transpose(-2, -1)
+    first, second = (Lt, L) if upper else (L, Lt)
+    y = solve_triangular(first, B, upper=False)
+    return solve_triangular(second, y, upper=True)
+
+
+@composite("cholesky_inverse",
+           lambda L, upper=False: np.linalg.inv(_chol_factor(L, upper)), method=True,
+           samples=lambda: [((_lower(3),), {}), ((_lower(2, seed=2).T,), {"upper": True})])
+def cholesky_inverse(L: Tensor, upper: bool = False) -> Tensor:
+    """The inverse of A = L L^T (or U^T U when upper), from its Cholesky factor.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.cholesky_inverse(st.tensor([[2.0, 0.0], [0.0, 0.5]])).tolist()
+        [[0.25, 0.0], [0.0, 4.0]]
+    """
+    expect_tensor("cholesky_inverse", L, "L")
+    n = L.shape[-1] if L.ndim else 0
+    eye = creation.eye(n, dtype=L.dtype, device=L.device)
+    return cholesky_solve(eye, L, upper)
+
+
+def _triangular_solve_ref(b, A, upper=True, transpose=False, unitriangular=False):
+    T = np.triu(A) if upper else np.tril(A)
+    if unitriangular:
+        T = T - np.diag(np.diag(T)) + np.eye(T.shape[-1])
+    return np.linalg.solve(T.T if transpose else T, b), A
+
+
+@composite("triangular_solve", _triangular_solve_ref, method=True, samples=lambda: [
+    ((_rand(3, 2), _lower(3).T), {}), ((_rand(3, 2), _lower(3)), {"upper": False}),
+    ((_rand(3, 1), _lower(3, seed=3).T), {"transpose": True, "unitriangular": True})])
+def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
+                     unitriangular: bool = False) -> tuple:
+    """(X, A) with T X = b, T the upper (or lower) triangle of A, transposed when asked,
+    with a unit diagonal when unitriangular. PyTorch's older form of
+    `linalg.solve_triangular`.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x, _ = st.triangular_solve(st.tensor([[3.0], [2.0]]),
+        ...                            st.tensor([[1.0, 1.0], [0.0, 2.0]]))
+        >>> x.tolist()
+        [[2.0], [1.0]]
+    """
+    from .linalg_decomp import solve_triangular
+
+    expect_tensor("triangular_solve", b)
+    expect_tensor("triangular_solve", A, "A")
+    T = A.transpose(-2, -1) if transpose else A
+    x = solve_triangular(T, b, upper=upper != transpose, unitriangular=unitriangular)
+    return x, A.clone()
+
+
 def unravel_index(indices, shape: int | Sequence[int]) -> tuple:
     """The coordinates, in a tensor of the given shape, of flat indices (a tuple of int64
     tensors of indices' shape, one per dimension).
@@ -533,4 +617,5 @@ def unravel_index(indices, shape: int | Sequence[int]) -> tuple:
 
 __all__ = ["diff", "trapezoid", "trapz", "cumulative_trapezoid", "cov", "corrcoef", "logit",
            "logit_", "isin", "vander", "chain_matmul", "unravel_index", "gcd", "lcm", "bitwise_not",
-           "diagonal_scatter", "ldexp"]
+           "diagonal_scatter", "ldexp", "cholesky_solve", "cholesky_inverse",
+           "triangular_solve"]
