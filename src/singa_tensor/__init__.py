@@ -110,6 +110,8 @@ from .random_fills import bernoulli, multinomial, normal, poisson  # noqa: E402
 from .safetensors_io import load_safetensors, save_safetensors  # noqa: E402
 from .torch_misc import *  # noqa: E402,F401,F403
 from . import torch_misc as _torch_misc  # noqa: E402
+from .torch_nn_forms import *  # noqa: E402,F401,F403
+from . import torch_nn_forms as _torch_nn_forms  # noqa: E402
 
 globals().update(_LEGACY_TYPES)
 
@@ -130,7 +132,7 @@ __all__ = [
     "is_inference_mode_enabled", "numel", "is_floating_point", "empty_strided", "asarray",
     *_LEGACY_TYPES, "bernoulli", "multinomial", "poisson", "load_safetensors",
     "save_safetensors",
-    "linalg", "distributions", *_torch_misc.__all__,
+    "linalg", "distributions", *_torch_misc.__all__, *_torch_nn_forms.__all__,
 ]
 
 # PyTorch's torch.linalg and torch.distributions namespaces (top layer, built on all above)
