@@ -376,7 +376,8 @@ def _take_view(x: Tensor, view: Tensor, op: str) -> Tensor:
     return x
 
 
-def _restrider(fn: Callable, name: str, example: str, shape: str) -> Callable:
+def _restrider(fn: Callable, name: str, call: str, shape: str) -> Callable:
+    """The Tensor method `name`: fn's view of the tensor, taken by the tensor itself."""
     def op(input: Tensor, *args) -> Tensor:
         check_inplace(input, name)
         return _take_view(input, fn(input, *args), name)
@@ -385,21 +386,18 @@ def _restrider(fn: Callable, name: str, example: str, shape: str) -> Callable:
     op.__doc__ = (f"In-place `{fn.__name__}`: the tensor itself takes the new shape and "
                   f"strides (no data moves).\n\n    Example:\n"
                   f"        >>> import singa_tensor as st\n"
-                  f"        >>> st.zeros(2, 1, 3).{name}({example}).shape\n        {shape}\n")
+                  f"        >>> st.{call}.shape\n        {shape}\n")
     return op
 
 
-for _n, _fn, _ex, _shape in (("t_", _lay.t, "", None), ("transpose_", _lay.transpose, "0, 2", ""),
-                             ("swapaxes_", _lay.transpose, "0, 2", ""),
-                             ("swapdims_", _lay.transpose, "0, 2", ""),
-                             ("squeeze_", _sh.squeeze, "", "(2, 3)"),
-                             ("unsqueeze_", _sh.unsqueeze, "0", "(1, 2, 1, 3)")):
-    if _n == "t_":
-        _m = _restrider(_fn, _n, "", "(3, 2)")
-        _m.__doc__ = _m.__doc__.replace("st.zeros(2, 1, 3)", "st.zeros(2, 3)")
-    else:
-        _m = _restrider(_fn, _n, _ex, _shape or "(3, 1, 2)")
-    bind_method(_m)
+for _n, _fn, _call, _shape in (
+        ("t_", _lay.t, "zeros(2, 3).t_()", "(3, 2)"),
+        ("transpose_", _lay.transpose, "zeros(2, 1, 3).transpose_(0, 2)", "(3, 1, 2)"),
+        ("swapaxes_", _lay.transpose, "zeros(2, 1, 3).swapaxes_(0, 2)", "(3, 1, 2)"),
+        ("swapdims_", _lay.transpose, "zeros(2, 1, 3).swapdims_(0, 2)", "(3, 1, 2)"),
+        ("squeeze_", _sh.squeeze, "zeros(2, 1, 3).squeeze_()", "(2, 3)"),
+        ("unsqueeze_", _sh.unsqueeze, "zeros(2, 3).unsqueeze_(0)", "(1, 2, 3)")):
+    bind_method(_restrider(_fn, _n, _call, _shape))
 
 
 def resize_(input: Tensor, *size) -> Tensor:
