@@ -615,3 +615,8 @@ def test_triangular_family():
         st.cholesky_solve(st.zeros(3, 1), st.zeros(3, 2))
     with pytest.raises(TypeError, match="triangular_solve: A must be a Tensor"):
         st.triangular_solve(st.zeros(2, 1), [[1.0]])
+
+
+def test_memory_queries():
+    x = st.zeros(3)
+    assert x.pin_memory() is x and not x.is_pinned() and not x.is_shared()

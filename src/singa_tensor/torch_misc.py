@@ -535,7 +535,47 @@ def fill_diagonal_(self: Tensor, fill_value, wrap: bool = False) -> Tensor:
     return self.masked_fill_(_cr.tensor(mask, device=self.device), fill_value)
 
 
-for _fn in (new, new_empty_strided, sum_to_size, apply_, map_, fill_diagonal_):
+def pin_memory(self: Tensor, device=None) -> Tensor:
+    """The tensor ready for fast copies to the GPU: CPU tensors need nothing here (the CUDA
+    backend copies from any host memory), so this is the tensor itself.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.zeros(2)
+        >>> x.pin_memory() is x, x.is_pinned()
+        (True, False)
+    """
+    if self.device.type != "cpu":
+        raise RuntimeError(f"pin_memory: cannot pin a tensor on {self.device}, only dense CPU "
+                           "tensors can be pinned")
+    return self
+
+
+def is_pinned(self: Tensor, device=None) -> bool:
+    """Whether the tensor is in page-locked host memory: never here (no such allocator).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.zeros(2).is_pinned()
+        False
+    """
+    return False
+
+
+def is_shared(self: Tensor) -> bool:
+    """Whether the tensor's storage is shared between processes: CUDA storage is, CPU storage
+    never is here (there is no shared-memory allocator).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.zeros(2).is_shared()
+        False
+    """
+    return self.device.type == "cuda"
+
+
+for _fn in (new, new_empty_strided, sum_to_size, apply_, map_, fill_diagonal_, pin_memory,
+            is_pinned, is_shared):
     bind_method(_fn)
 
 
