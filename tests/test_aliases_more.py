@@ -620,3 +620,45 @@ def test_triangular_family():
 def test_memory_queries():
     x = st.zeros(3)
     assert x.pin_memory() is x and not x.is_pinned() and not x.is_shared()
+
+
+@pytest.mark.parametrize("edge_order", [1, 2])
+def test_gradient(edge_order):
+    f = _a(5, 6)
+    got = st.gradient(st.tensor(f), edge_order=edge_order)
+    want = np.gradient(f, edge_order=edge_order)
+    assert len(got) == 2
+    for g, w in zip(got, want):
+        _close(g, w, rtol=1e-6, atol=1e-9)
+    x = np.cumsum(np.abs(_a(6)) + 0.3)
+    (g,) = st.gradient(st.tensor(f), spacing=[st.tensor(x)], dim=1, edge_order=edge_order)
+    _close(g, np.gradient(f, x, axis=1, edge_order=edge_order), rtol=1e-6, atol=1e-9)
+    (g,) = st.gradient(st.tensor(f), spacing=0.5, dim=-1, edge_order=edge_order)
+    _close(g, np.gradient(f, 0.5, axis=-1, edge_order=edge_order), rtol=1e-6, atol=1e-9)
+
+
+def test_gradient_errors_and_pdist():
+    with pytest.raises(ValueError, match="gradient: edge_order must be 1 or 2"):
+        st.gradient(st.zeros(4), edge_order=3)
+    with pytest.raises(ValueError, match="gradient: each dimension must have at least"):
+        st.gradient(st.zeros(2), edge_order=2)
+    with pytest.raises(ValueError, match="gradient: expected spacing to be a number or 1"):
+        st.gradient(st.zeros(4), spacing=[1.0, 2.0])
+    with pytest.raises(ValueError, match="gradient: coordinates for dim 0 must be"):
+        st.gradient(st.zeros(4), spacing=[st.zeros(3)])
+    a = _a(5, 3)
+    i, j = np.triu_indices(5, 1)
+    for p in (1.0, 2.0, 3.0):
+        want = (np.abs(a[i] - a[j]) ** p).sum(-1) ** (1 / p)
+        _close(st.pdist(st.tensor(a), p), want, rtol=1e-6)
+    assert st.pdist(st.zeros(1, 3)).shape == (0,)
+    with pytest.raises(ValueError, match="pdist: only supports 2-D"):
+        st.pdist(st.zeros(3))
+    with pytest.raises(ValueError, match="pdist: only supports non-negative p"):
+        st.pdist(st.zeros(2, 2), -1.0)
+    x = st.tensor([12, 9])
+    assert st.gcd_(x, st.tensor([8, 6])) is x and x.tolist() == [4, 3]
+    assert st.lcm_(x, st.tensor([6, 2])).tolist() == [12, 6]
+    y = st.tensor([1.0])
+    assert st.ldexp_(y, st.tensor([3])) is y and y.tolist() == [8.0]
+    assert st.zeros(2, 2).diagonal_scatter(st.ones(2)).tolist() == [[1.0, 0.0], [0.0, 1.0]]

@@ -452,7 +452,7 @@ def _diagonal_scatter_ref(a, src, offset=0, dim1=0, dim2=1):
     return out
 
 
-@composite("diagonal_scatter", _diagonal_scatter_ref, samples=lambda: [
+@composite("diagonal_scatter", _diagonal_scatter_ref, method=True, samples=lambda: [
     ((_rand(3, 3), _rand(3)), {}), ((_rand(3, 4), _rand(3, seed=1)), {"offset": 1}),
     ((_rand(2, 3, 4), _rand(2, 2, seed=2)), {"offset": -1, "dim1": 1, "dim2": 2})])
 def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
@@ -581,6 +581,163 @@ def triangular_solve(b: Tensor, A: Tensor, upper: bool = True, transpose: bool =
     return x, A.clone()
 
 
+def gcd_(input: Tensor, other: Tensor) -> Tensor:
+    """In-place `gcd`.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.gcd_(st.tensor([12]), st.tensor([8])).tolist()
+        [4]
+    """
+    return input.gcd_(other)
+
+
+def lcm_(input: Tensor, other: Tensor) -> Tensor:
+    """In-place `lcm`.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.lcm_(st.tensor([4]), st.tensor([6])).tolist()
+        [12]
+    """
+    return input.lcm_(other)
+
+
+def ldexp_(input: Tensor, other) -> Tensor:
+    """In-place `ldexp`.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.ldexp_(st.tensor([3.0]), st.tensor([1])).tolist()
+        [6.0]
+    """
+    return input.ldexp_(other)
+
+
+def _pdist_ref(x, p=2.0):
+    i, j = np.triu_indices(x.shape[0], 1)
+    d = np.abs(x[i] - x[j])
+    if p == np.inf:
+        return d.max(-1) if d.size else np.zeros(len(i))
+    return (d ** p).sum(-1) ** (1.0 / p)
+
+
+@composite("pdist", _pdist_ref, samples=lambda: [
+    ((_rand(4, 3),), {}), ((_rand(5, 2),), {"p": 1.0}), ((_rand(3, 4),), {"p": 3.0})])
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:
+    """The p-norm distances between each pair of rows of a 2-D input, pairs (i, j) with
+    i < j in row-major order (the condensed upper triangle).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> st.pdist(st.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]])).tolist()
+        [5.0, 1.0, 4.242640495300293]
+    """
+    expect_tensor("pdist", input)
+    if input.ndim != 2:
+        raise ValueError(f"pdist: only supports 2-D tensors, got shape {input.shape}")
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"pdist: only supports floating point dtypes, got {input.dtype.name}")
+    if p < 0:
+        raise ValueError(f"pdist: only supports non-negative p values, got {p}")
+    from .index import index_select
+    from .reduce_ext import norm
+
+    n = input.shape[0]
+    i, j = np.triu_indices(n, 1)
+    if len(i) == 0:
+        return creation.zeros((0,), dtype=input.dtype, device=input.device)
+    ii = creation.tensor(i.astype(np.int64), device=input.device)
+    jj = creation.tensor(j.astype(np.int64), device=input.device)
+    return norm(index_select(input, 0, ii) - index_select(input, 0, jj), p, dim=-1)
+
+
+def _gradient_ref(f, *, spacing=1.0, dim=None, edge_order=1):
+    dims = tuple(range(f.ndim)) if dim is None else ((dim,) if isinstance(dim, int)
+                                                    else tuple(dim))
+    sp = spacing if isinstance(spacing, (list, tuple)) else [spacing] * len(dims)
+    out = np.gradient(f, *sp, axis=dims, edge_order=edge_order)
+    return tuple(out) if isinstance(out, (list, tuple)) else (out,)
+
+
+@composite("gradient", _gradient_ref, samples=lambda: [
+    ((_rand(5),), {}), ((_rand(4, 5),), {"spacing": 0.5, "dim": 1}),
+    ((_rand(4, 5),), {"edge_order": 2}), ((_rand(3, 4),), {"spacing": [2.0, 0.5]})])
+def gradient(input: Tensor, *, spacing=1.0, dim=None, edge_order: int = 1) -> tuple:
+    """Derivative estimates of input along each of dim (all dims by default) by central
+    differences inside and one-sided differences of order edge_order (1 or 2) at the ends.
+    spacing is one number for all dims, one per dim, or per dim a 1-D tensor of coordinates.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> [g.tolist() for g in st.gradient(st.tensor([1.0, 4.0, 9.0, 16.0]))]
+        [[3.0, 4.0, 6.0, 7.0]]
+    """
+    expect_tensor("gradient", input)
+    if edge_order not in (1, 2):
+        raise ValueError(f"gradient: edge_order must be 1 or 2, got {edge_order!r}")
+    dims = (tuple(range(input.ndim)) if dim is None else
+            (dim,) if isinstance(dim, int) else tuple(dim))
+    dims = tuple(_wrap_dim(d, input.ndim, "gradient") for d in dims)
+    if isinstance(spacing, (list, tuple)):
+        if len(spacing) != len(dims):
+            raise ValueError(f"gradient: expected spacing to be a number or {len(dims)} "
+                             f"values (one per dim), got {len(spacing)}")
+        sp = list(spacing)
+    else:
+        sp = [spacing] * len(dims)
+    x = input if input.dtype.is_floating_point else cast(input, creation.get_default_dtype())
+    return tuple(_gradient_1d(x, d, h, edge_order) for d, h in zip(dims, sp))
+
+
+def _gradient_1d(f: Tensor, d: int, h, edge_order: int) -> Tensor:
+    n = f.shape[d]
+    if n < edge_order + 1:
+        raise ValueError(f"gradient: each dimension must have at least edge_order + 1 = "
+                         f"{edge_order + 1} elements, dim {d} has {n}")
+
+    def at(start: int, length: int) -> Tensor:
+        return _sh.narrow(f, d, start, length)
+
+    if isinstance(h, Tensor):
+        if h.ndim != 1 or h.shape[0] != n:
+            raise ValueError(f"gradient: coordinates for dim {d} must be a 1-D tensor of {n} "
+                             f"values, got shape {h.shape}")
+        x = cast(h, f.dtype).reshape(*([1] * d), n, *([1] * (f.ndim - d - 1)))
+        dx = diff(x, dim=d)
+    else:
+        dx = None
+    if dx is None:
+        mid = (at(2, n - 2) - at(0, n - 2)) / (2.0 * h) if n > 2 else None
+        if edge_order == 1:
+            first = (at(1, 1) - at(0, 1)) / h
+            last = (at(n - 1, 1) - at(n - 2, 1)) / h
+        else:
+            first = (at(0, 1) * -3.0 + at(1, 1) * 4.0 - at(2, 1)) / (2.0 * h)
+            last = (at(n - 1, 1) * 3.0 - at(n - 2, 1) * 4.0 + at(n - 3, 1)) / (2.0 * h)
+    else:
+        def w(start: int, length: int = 1) -> Tensor:
+            return _sh.narrow(dx, d, start, length)
+
+        mid = None
+        if n > 2:
+            hs, hd = w(0, n - 2), w(1, n - 2)
+            mid = (hs * hs * at(2, n - 2) + (hd * hd - hs * hs) * at(1, n - 2)
+                   - hd * hd * at(0, n - 2)) / (hs * hd * (hd + hs))
+        if edge_order == 1:
+            first = (at(1, 1) - at(0, 1)) / w(0)
+            last = (at(n - 1, 1) - at(n - 2, 1)) / w(n - 2)
+        else:
+            a1, a2 = w(0), w(1)
+            first = (at(0, 1) * (-(2.0 * a1 + a2) / (a1 * (a1 + a2)))
+                     + at(1, 1) * ((a1 + a2) / (a1 * a2)) + at(2, 1) * (-a1 / (a2 * (a1 + a2))))
+            b1, b2 = w(n - 3), w(n - 2)
+            last = (at(n - 3, 1) * (b2 / (b1 * (b1 + b2)))
+                    + at(n - 2, 1) * (-(b2 + b1) / (b1 * b2))
+                    + at(n - 1, 1) * ((2.0 * b2 + b1) / (b2 * (b1 + b2))))
+    return _sh.cat([first] + ([mid] if mid is not None else []) + [last], d)
+
+
 def unravel_index(indices, shape: int | Sequence[int]) -> tuple:
     """The coordinates, in a tensor of the given shape, of flat indices (a tuple of int64
     tensors of indices' shape, one per dimension).
@@ -618,4 +775,4 @@ def unravel_index(indices, shape: int | Sequence[int]) -> tuple:
 __all__ = ["diff", "trapezoid", "trapz", "cumulative_trapezoid", "cov", "corrcoef", "logit",
            "logit_", "isin", "vander", "chain_matmul", "unravel_index", "gcd", "lcm", "bitwise_not",
            "diagonal_scatter", "ldexp", "cholesky_solve", "cholesky_inverse",
-           "triangular_solve"]
+           "triangular_solve", "gcd_", "lcm_", "ldexp_", "pdist", "gradient"]
