@@ -132,7 +132,9 @@ __all__ = [
     "is_inference_mode_enabled", "numel", "is_floating_point", "empty_strided", "asarray",
     *_LEGACY_TYPES, "bernoulli", "multinomial", "poisson", "load_safetensors",
     "save_safetensors",
-    "linalg", "distributions", *_torch_misc.__all__, *_torch_nn_forms.__all__,
+    "linalg", "distributions", *_torch_nn_forms.__all__,
+    # st.range stays out of `import *`, which would hide the builtin
+    *(n for n in _torch_misc.__all__ if n != "range"),
 ]
 
 # PyTorch's torch.linalg and torch.distributions namespaces (top layer, built on all above)
