@@ -662,3 +662,19 @@ def test_gradient_errors_and_pdist():
     y = st.tensor([1.0])
     assert st.ldexp_(y, st.tensor([3])) is y and y.tolist() == [8.0]
     assert st.zeros(2, 2).diagonal_scatter(st.ones(2)).tolist() == [[1.0, 0.0], [0.0, 1.0]]
+
+
+def test_i0_and_frexp():
+    x = np.array([0.0, 0.5, -3.0, 10.0, 50.0])
+    _close(st.i0(st.tensor(x)), np.i0(x), rtol=1e-12)
+    big = st.i0(st.tensor([1000.0, -np.inf, np.nan], dtype=st.float64)).tolist()
+    assert big[0] == math.inf and big[1] == math.inf and math.isnan(big[2])
+    y = st.tensor([1.0])
+    assert st.i0_(y) is y
+    v = np.array([8.0, -0.375, 0.0, 1e-310, 1.7e308, np.inf, np.nan, 3.0])
+    m, e = st.frexp(st.tensor(v))
+    wm, we = np.frexp(v)
+    np.testing.assert_array_equal(np.asarray(m.tolist()), wm)
+    assert e.dtype is st.int32 and e.tolist() == we.tolist()
+    with pytest.raises(TypeError, match="frexp: only supports floating-point"):
+        st.frexp(st.tensor([1]))

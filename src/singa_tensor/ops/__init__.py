@@ -31,6 +31,7 @@ from . import (
     more_shape,
     norm,
     numeric,
+    numeric_special,
     padding,
     pooling,
     rearrange,
@@ -62,7 +63,7 @@ from .inplace import copy_, fill_, zero_
 _FAMILIES = [elementwise, layout, reduce, shape, masks, padding, index, subscript, conv, norm,
              linalg, reduce_ext, loss, fused_updates, attention, attention_fused, rnn, dense,
              sort, activation, pooling, rearrange, more_shape, more_index, more_scatter,
-             linalg_decomp, linalg_compose, more_nn, more_sampling, aliases, numeric]
+             linalg_decomp, linalg_compose, more_nn, more_sampling, aliases, numeric, numeric_special]
 for _mod in reversed(_FAMILIES):
     globals().update({_k: getattr(_mod, _k) for _k in getattr(_mod, "__all__", ())})
 
