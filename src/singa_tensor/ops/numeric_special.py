@@ -25,7 +25,7 @@ def i0(input: Tensor) -> Tensor:
     """The modified Bessel function of the first kind of order zero, elementwise.
 
     Its power series sum_k ((x/2)^(2k) / (k!)^2) has positive terms, so summing it until the
-    terms fall below the precision (about |x| + 30 terms) loses nothing to cancellation.
+    terms fall below the precision (about abs(x) + 30 terms) loses nothing to cancellation.
 
     Example:
         >>> import singa_tensor as st
@@ -81,7 +81,7 @@ def _frexp_samples():
 @composite("frexp", lambda x: tuple(np.frexp(x)), differentiable=False, method=True,
            samples=_frexp_samples)
 def frexp(input: Tensor) -> tuple:
-    """(mantissa, exponent) with input = mantissa * 2 ** exponent, 0.5 <= |mantissa| < 1
+    """(mantissa, exponent) with input = mantissa * 2 ** exponent, 0.5 <= abs(mantissa) < 1
     (0, inf and nan come back as the mantissa, with exponent 0); the exponent is int32.
 
     Example:
