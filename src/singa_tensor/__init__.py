@@ -108,6 +108,10 @@ from .serialization import load, save  # noqa: E402
 from .legacy import CPU_TYPES as _LEGACY_TYPES  # noqa: E402
 from .random_fills import bernoulli, multinomial, normal, poisson  # noqa: E402
 from .safetensors_io import load_safetensors, save_safetensors  # noqa: E402
+from .torch_misc import *  # noqa: E402,F401,F403
+from . import torch_misc as _torch_misc  # noqa: E402
+from .torch_nn_forms import *  # noqa: E402,F401,F403
+from . import torch_nn_forms as _torch_nn_forms  # noqa: E402
 
 globals().update(_LEGACY_TYPES)
 
@@ -128,7 +132,9 @@ __all__ = [
     "is_inference_mode_enabled", "numel", "is_floating_point", "empty_strided", "asarray",
     *_LEGACY_TYPES, "bernoulli", "multinomial", "poisson", "load_safetensors",
     "save_safetensors",
-    "linalg", "distributions",
+    "linalg", "distributions", *_torch_nn_forms.__all__,
+    # st.range stays out of `import *`, which would hide the builtin
+    *(n for n in _torch_misc.__all__ if n != "range"),
 ]
 
 # PyTorch's torch.linalg and torch.distributions namespaces (top layer, built on all above)

@@ -57,6 +57,10 @@ def _is_contiguous(shape, strides) -> bool:
     return True
 
 
+# numpy array2string options that st.set_printoptions sets (empty: numpy's defaults)
+_PRINT_OPTIONS: dict = {}
+
+
 class Tensor(_Methods):
     """An n-dimensional array on a device, with reverse-mode automatic differentiation.
 
@@ -158,6 +162,21 @@ class Tensor(_Methods):
     def ndim(self) -> int:
         """The number of dimensions."""
         return len(self._shape)
+
+    @property
+    def itemsize(self) -> int:
+        """The bytes one element takes."""
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the elements take (numel() * itemsize; not the storage's size)."""
+        return self.numel() * self.dtype.itemsize
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether a non-leaf tensor keeps `.grad` after backward (`retain_grad()` called)."""
+        return bool(self._retains)
 
     def dim(self) -> int:
         """The number of dimensions (as the `ndim` property)."""
@@ -375,9 +394,11 @@ class Tensor(_Methods):
 
     def __repr__(self) -> str:
         if self.dtype is _dt.bfloat16:
-            body = np.array2string(self.float().to_numpy_value(), separator=", ", prefix="tensor(")
+            body = np.array2string(self.float().to_numpy_value(), separator=", ", prefix="tensor(",
+                                   **_PRINT_OPTIONS)
         else:
-            body = np.array2string(self.to_numpy_value(), separator=", ", prefix="tensor(")
+            body = np.array2string(self.to_numpy_value(), separator=", ", prefix="tensor(",
+                                   **_PRINT_OPTIONS)
         extras = []
         if self._device.type != "cpu":
             extras.append(f"device='{self._device}'")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from . import (
     activation,
+    aliases,
     attention,
     attention_fused,
     conv,
@@ -32,6 +33,8 @@ from . import (
     more_scatter,
     more_shape,
     norm,
+    numeric,
+    numeric_special,
     padding,
     pointwise_more,
     pooling,
@@ -66,7 +69,7 @@ _FAMILIES = [elementwise, layout, reduce, shape, masks, padding, index, subscrip
              linalg, reduce_ext, loss, fused_updates, attention, attention_fused, rnn, dense,
              sort, activation, pooling, rearrange, more_shape, more_index, more_scatter,
              linalg_decomp, linalg_compose, more_nn, more_sampling, pointwise_more,
-             matrix_more, reduce_more, conv3d, linalg_more]
+             matrix_more, reduce_more, conv3d, linalg_more, aliases, numeric, numeric_special]
 for _mod in reversed(_FAMILIES):
     globals().update({_k: getattr(_mod, _k) for _k in getattr(_mod, "__all__", ())})
 
