@@ -354,3 +354,13 @@ def test_underscore_functions_write_into_their_input(inplace, plain, args):
     xt = t64(x)
     assert inplace(xt, *args) is xt
     np.testing.assert_allclose(to_numpy(xt), want, rtol=1e-12)
+
+
+def test_elu_keeps_tiny_negative_inputs():
+    """elu(x) = alpha * expm1(x) below 0: for tiny x it is alpha * x, not the 0 that
+    exp(x) - 1 rounds to."""
+    for dtype, tiny in ((st.float32, 1e-30), (st.float64, 1e-300)):
+        x = st.tensor([-tiny, -1e-8], dtype=dtype)
+        y = F.elu(x, alpha=2.0).tolist()
+        assert abs(y[0] + 2 * tiny) <= 1e-6 * 2 * tiny, (dtype, y)
+        assert abs(y[1] + 2e-8) <= 1e-6 * 2e-8, (dtype, y)

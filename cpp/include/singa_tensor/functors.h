@@ -384,7 +384,7 @@ ST_UNARY_FUNCTOR(tanh, tanh_(x))
 ST_UNARY_FUNCTOR(sigmoid, st::sigmoid(x))
 ST_UNARY_FUNCTOR(relu, x > T(0) ? x : (is_nan(x) ? x : T(0)))
 ST_UNARY_FUNCTOR(leaky_relu, x > T(0) ? x : x * a)
-ST_UNARY_FUNCTOR(elu, x > T(0) ? x : a * (st_exp(x) - T(1)))
+ST_UNARY_FUNCTOR(elu, x > T(0) ? x : a * st_expm1(x))
 ST_UNARY_FUNCTOR(gelu, T(0.5) * x * (T(1) + st_erf(x * T(0.70710678118654752440))))
 ST_UNARY_FUNCTOR(gelu_tanh,
                  T(0.5) * x *
