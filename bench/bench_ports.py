@@ -74,7 +74,7 @@ def main() -> None:
             if args.steps:
                 common["PORT_STEPS"] = str(args.steps)
             best_t = best_o = float("inf")
-            for i in range(args.repeat):
+            for _ in range(args.repeat):
                 ref, t_t, err_t = _run([args.torch_python, str(s)],
                                        _env({**common, "PORT_SAVE_INIT": init}))
                 got, t_o, err_o = _run([sys.executable, str(PORTS / "run.py"), str(s)],

@@ -8,7 +8,6 @@ import pytest
 
 import singa_tensor as st
 
-
 # ---- finfo / iinfo ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("d, npd", [(st.float16, np.float16), (st.float32, np.float32),

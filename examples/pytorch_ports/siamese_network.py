@@ -11,7 +11,6 @@ import os
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 import torch.optim as optim
 from torch.optim.lr_scheduler import StepLR
 
@@ -53,7 +52,8 @@ def glyphs(rng, labels):
     out = np.empty((len(labels), 1, 16, 16), np.float32)
     for i, k in enumerate(labels):
         a = np.pi * k / 5
-        out[i, 0] = np.cos(xx * np.cos(a) * 0.6 + yy * np.sin(a) * 0.6)             + 0.3 * rng.standard_normal((16, 16))
+        out[i, 0] = np.cos(xx * np.cos(a) * 0.6 + yy * np.sin(a) * 0.6) \
+            + 0.3 * rng.standard_normal((16, 16))
     return out
 
 

@@ -27,7 +27,6 @@ from .creation import (
     get_default_device,
     get_default_dtype,
     linspace,
-    normal,
     ones,
     ones_like,
     rand,
@@ -96,6 +95,8 @@ del _export_ops
 
 # (they build on all above)
 from . import accelerator, backends, datasets, graph, nn, onnx, optim, utils  # noqa: E402
+from . import torch_misc as _torch_misc  # noqa: E402
+from . import torch_nn_forms as _torch_nn_forms  # noqa: E402
 from .backends import (  # noqa: E402
     are_deterministic_algorithms_enabled,
     get_float32_matmul_precision,
@@ -104,14 +105,12 @@ from .backends import (  # noqa: E402
     use_deterministic_algorithms,
 )
 from .graph import compile  # noqa: E402,A001  (SINGA's and PyTorch's name)
-from .serialization import load, save  # noqa: E402
 from .legacy import CPU_TYPES as _LEGACY_TYPES  # noqa: E402
 from .random_fills import bernoulli, multinomial, normal, poisson  # noqa: E402
 from .safetensors_io import load_safetensors, save_safetensors  # noqa: E402
+from .serialization import load, save  # noqa: E402
 from .torch_misc import *  # noqa: E402,F401,F403
-from . import torch_misc as _torch_misc  # noqa: E402
 from .torch_nn_forms import *  # noqa: E402,F401,F403
-from . import torch_nn_forms as _torch_nn_forms  # noqa: E402
 
 globals().update(_LEGACY_TYPES)
 

@@ -6,7 +6,6 @@ import numpy as np
 
 from . import dtype as _dt
 
-
 # bfloat16 has no numpy type: float32's exponent with 8 significand bits (7 stored)
 _BF16 = dict(bits=16, eps=2.0 ** -7, max=float(np.float32(2.0 ** 127 * (2 - 2.0 ** -7))),
              tiny=2.0 ** -126, resolution=0.01)

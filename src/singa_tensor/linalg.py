@@ -31,18 +31,6 @@ from .ops.linalg_compose import (
     multi_dot,
     vector_norm,
 )
-from .ops.linalg_more import (
-    InvEx,
-    SolveEx,
-    cond,
-    householder_product,
-    inv_ex,
-    matrix_exp,
-    solve_ex,
-    tensorinv,
-    tensorsolve,
-    vander,
-)
 from .ops.linalg_decomp import (
     QR,
     SVD,
@@ -62,6 +50,18 @@ from .ops.linalg_decomp import (
     solve_triangular,
     svd,
     svdvals,
+)
+from .ops.linalg_more import (
+    InvEx,
+    SolveEx,
+    cond,
+    householder_product,
+    inv_ex,
+    matrix_exp,
+    solve_ex,
+    tensorinv,
+    tensorsolve,
+    vander,
 )
 from .tensor import Tensor
 

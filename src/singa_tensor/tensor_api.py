@@ -13,7 +13,6 @@ from . import dtype as _dt
 from .tensor import Tensor
 
 
-
 class _InferenceFlag(threading.local):
     on = False  # per thread, as grad mode is
 

@@ -20,12 +20,32 @@ from __future__ import annotations
 from . import constraints, transforms
 from . import kl_more as _kl_more  # noqa: F401  (registers KL pairs)
 from .continuous import Exponential, Laplace, Normal, Uniform
-from .continuous_more import (Cauchy, Chi2, FisherSnedecor, GeneralizedPareto, Gumbel,
-                              HalfCauchy, HalfNormal, InverseGamma, Kumaraswamy,
-                              LogisticNormal, LogNormal, Pareto, StudentT, VonMises, Weibull)
+from .continuous_more import (
+                              Cauchy,
+                              Chi2,
+                              FisherSnedecor,
+                              GeneralizedPareto,
+                              Gumbel,
+                              HalfCauchy,
+                              HalfNormal,
+                              InverseGamma,
+                              Kumaraswamy,
+                              LogisticNormal,
+                              LogNormal,
+                              Pareto,
+                              StudentT,
+                              VonMises,
+                              Weibull,
+)
 from .discrete import Bernoulli, Categorical, Poisson
-from .discrete_more import (Binomial, Geometric, Multinomial, NegativeBinomial,
-                            OneHotCategorical, OneHotCategoricalStraightThrough)
+from .discrete_more import (
+                              Binomial,
+                              Geometric,
+                              Multinomial,
+                              NegativeBinomial,
+                              OneHotCategorical,
+                              OneHotCategoricalStraightThrough,
+)
 from .distribution import Distribution
 from .gamma import Beta, Dirichlet, Gamma
 from .independent import ExponentialFamily, Independent
@@ -35,12 +55,30 @@ from .mixture import LowRankMultivariateNormal, MixtureSameFamily
 from .multivariate_normal import MultivariateNormal
 from .relaxed import ContinuousBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
 from .transformed import TransformedDistribution
-from .transforms import (AbsTransform, AffineTransform, CatTransform, ComposeTransform,
-                         CorrCholeskyTransform, CumulativeDistributionTransform, ExpTransform,
-                         IndependentTransform, LowerCholeskyTransform, PositiveDefiniteTransform,
-                         PowerTransform, ReshapeTransform, SigmoidTransform, SoftmaxTransform,
-                         SoftplusTransform, StackTransform, StickBreakingTransform,
-                         TanhTransform, Transform, biject_to, identity_transform, transform_to)
+from .transforms import (
+                              AbsTransform,
+                              AffineTransform,
+                              CatTransform,
+                              ComposeTransform,
+                              CorrCholeskyTransform,
+                              CumulativeDistributionTransform,
+                              ExpTransform,
+                              IndependentTransform,
+                              LowerCholeskyTransform,
+                              PositiveDefiniteTransform,
+                              PowerTransform,
+                              ReshapeTransform,
+                              SigmoidTransform,
+                              SoftmaxTransform,
+                              SoftplusTransform,
+                              StackTransform,
+                              StickBreakingTransform,
+                              TanhTransform,
+                              Transform,
+                              biject_to,
+                              identity_transform,
+                              transform_to,
+)
 from .wishart import Wishart
 
 __all__ = [

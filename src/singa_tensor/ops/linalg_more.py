@@ -257,7 +257,7 @@ composite("linalg_householder_product", _orgqr_reference, samples=lambda: [
     twice_differentiable=True)(householder_product)
 
 
-# ---- the _ex variants ------------------------------------------------------------------------------
+# ---- the _ex variants -------------------------------------------------------------------------
 
 
 class InvEx(NamedTuple):
