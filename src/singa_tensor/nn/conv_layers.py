@@ -240,6 +240,31 @@ class Upsample(Module):
         return f"size={self.size}, scale_factor={self.scale_factor}, mode={self.mode!r}"
 
 
+def init_norm_state(m: Module, num_features: int, eps: float, momentum, affine: bool,
+                    track_running_stats: bool, device, dtype) -> None:
+    """The state every per-channel normalisation layer keeps (batch and instance norm): the
+    settings, weight and bias when affine, and the running statistics when tracked (None
+    otherwise, so state_dict and `to` see them as PyTorch's layers have them)."""
+    m.num_features, m.eps, m.momentum = num_features, eps, momentum
+    m.affine, m.track_running_stats = affine, track_running_stats
+    if affine:
+        m.weight = Parameter(creation.ones(num_features, dtype=dtype, device=device))
+        m.bias = Parameter(creation.zeros(num_features, dtype=dtype, device=device))
+    else:
+        m.register_parameter("weight", None)
+        m.register_parameter("bias", None)
+    if track_running_stats:
+        m.register_buffer("running_mean", creation.zeros(num_features, dtype=dtype,
+                                                         device=device))
+        m.register_buffer("running_var", creation.ones(num_features, dtype=dtype, device=device))
+        m.register_buffer("num_batches_tracked", creation.zeros((), dtype="int64",
+                                                                device=device))
+    else:
+        m.register_buffer("running_mean", None)
+        m.register_buffer("running_var", None)
+        m.register_buffer("num_batches_tracked", None)
+
+
 class _BatchNorm(Module):
     _dims: tuple = ()
 
@@ -250,25 +275,8 @@ class _BatchNorm(Module):
         name = type(self).__name__
         if not isinstance(num_features, int) or num_features < 1:
             raise ValueError(f"{name}: num_features must be a positive int, got {num_features!r}")
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(creation.ones(num_features, dtype=dtype, device=device))
-            self.bias = Parameter(creation.zeros(num_features, dtype=dtype, device=device))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", creation.zeros(num_features, dtype=dtype,
-                                                                device=device))
-            self.register_buffer("running_var", creation.ones(num_features, dtype=dtype,
-                                                              device=device))
-            self.register_buffer("num_batches_tracked", creation.zeros((), dtype="int64",
-                                                                       device=device))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        init_norm_state(self, num_features, eps, momentum, affine, track_running_stats, device,
+                        dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim not in self._dims:

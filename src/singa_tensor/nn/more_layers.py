@@ -17,7 +17,7 @@ from ..autograd import no_grad
 from ..tensor import Tensor
 from . import _functional_more as M
 from . import init
-from .conv_layers import BatchNorm1d, BatchNorm2d, Conv1d, Conv2d
+from .conv_layers import BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, init_norm_state
 from .layers import Linear, _positive_int
 from .module import Module, Parameter
 from .module_state import UninitializedBuffer, UninitializedParameter
@@ -81,25 +81,8 @@ class _InstanceNorm(Module):
         if isinstance(num_features, bool) or not isinstance(num_features, int) or (
                 num_features < 1):
             raise ValueError(f"{name}: num_features must be a positive int, got {num_features!r}")
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(creation.ones(num_features, dtype=dtype, device=device))
-            self.bias = Parameter(creation.zeros(num_features, dtype=dtype, device=device))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", creation.zeros(num_features, dtype=dtype,
-                                                                device=device))
-            self.register_buffer("running_var", creation.ones(num_features, dtype=dtype,
-                                                              device=device))
-            self.register_buffer("num_batches_tracked", creation.zeros((), dtype="int64",
-                                                                       device=device))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        init_norm_state(self, num_features, eps, momentum, affine, track_running_stats, device,
+                        dtype)
 
     def forward(self, input: Tensor) -> Tensor:
         name = type(self).__name__
