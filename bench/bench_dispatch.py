@@ -12,12 +12,20 @@ user calls it, without and with autograd recording.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import timeit
 
-import singa_tensor as st
-from singa_tensor.ops import elementwise as E
-from singa_tensor.ops._registry import int64s, kernel, ptr
-from singa_tensor.tensor import Tensor
+# the environment as the user started the script: PyTorch's process starts from this, not from
+# what singa_tensor's import adds (OMP_WAIT_POLICY)
+USER_ENV = dict(os.environ)
+
+import singa_tensor as st  # noqa: E402  (after USER_ENV is taken)
+from singa_tensor.ops import elementwise as E  # noqa: E402
+from singa_tensor.ops._registry import int64s, kernel, ptr  # noqa: E402
+from singa_tensor.tensor import Tensor  # noqa: E402
 
 
 def best(fn, number: int) -> float:
@@ -27,7 +35,11 @@ def best(fn, number: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--number", type=int, default=200_000)
-    n = ap.parse_args().number
+    ap.add_argument("--torch-python", default=os.environ.get("BENCH_TORCH_PYTHON", sys.executable),
+                    help="python with PyTorch installed (default: this one, or "
+                         "$BENCH_TORCH_PYTHON)")
+    args = ap.parse_args()
+    n, python = args.number, args.torch_python
 
     a = st.tensor([1.0], requires_grad=True)
     b = st.tensor([2.0], requires_grad=True)
@@ -52,24 +64,40 @@ def main() -> None:
     for label, fn in rows:
         if label.startswith("st: a + b, no_grad"):
             with st.no_grad():
-                t = best(fn, n)
+                t = ours_ng = best(fn, n)
         else:
             t = best(fn, n)
         print(f"  {label:<44s} {t:7.3f}")
     ours = t  # the last row: the recorded op
-    try:
-        import torch
-    except ImportError:
-        print("  (PyTorch not installed: no peer figure)")
+    peer = torch_side(n, python)
+    if peer is None:
+        print("  (PyTorch not installed for this python: no peer figure; see --torch-python)")
         return
-    ta = torch.tensor([1.0], requires_grad=True)
-    tb = torch.tensor([2.0], requires_grad=True)
-    peer = best(lambda: ta + tb, n)
-    with torch.no_grad():
-        peer_ng = best(lambda: ta + tb, n)
-    print(f"  {'torch ' + torch.__version__ + ': a + b, no_grad':<44s} {peer_ng:7.3f}")
-    print(f"  {'torch ' + torch.__version__ + ': a + b, recorded':<44s} {peer:7.3f}")
-    print(f"ratio (recorded op): {ours / peer:.2f}x PyTorch")
+    print(f"  {'torch ' + peer['version'] + ': a + b, no_grad':<44s} {peer['no_grad']:7.3f}")
+    print(f"  {'torch ' + peer['version'] + ': a + b, recorded':<44s} {peer['recorded']:7.3f}")
+    print(f"ratio (recorded op): {ours / peer['recorded']:.2f}x PyTorch, "
+          f"(no_grad): {ours_ng / peer['no_grad']:.2f}x (PyTorch in its own process)")
+
+
+TORCH_CODE = """
+import json, timeit, torch
+n = {n}
+best = lambda fn: min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
+a = torch.tensor([1.0], requires_grad=True)
+b = torch.tensor([2.0], requires_grad=True)
+rec = best(lambda: a + b)
+with torch.no_grad():
+    ng = best(lambda: a + b)
+print(json.dumps({{"version": torch.__version__, "recorded": rec, "no_grad": ng}}))
+"""
+
+
+def torch_side(n: int, python: str) -> dict | None:
+    r = subprocess.run([python, "-c", TORCH_CODE.format(n=n)], capture_output=True, text=True,
+                       env=USER_ENV)
+    if r.returncode != 0:
+        return None
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

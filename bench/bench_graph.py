@@ -3,7 +3,8 @@
 Rows:
 - MLP 784-512-512-10, batch 64: one training step (forward, cross entropy, backward, SGD with
   momentum), eager and replayed, beside PyTorch's eager step (timed in a child process, as in
-  bench_train.py, with the same thread count).
+  bench_train.py, with the same thread count, started with the environment this script was
+  started with, not the one singa_tensor's import leaves).
 - A chain of 100 elementwise ops on 1000-element tensors (no autograd): the per-op overhead.
 - ResNet-18 (CIFAR form), batch 16: step time (eager and graph steps interleaved), and the
   allocator's peak bytes in use during one step (after warm-up; parameters, gradients and
@@ -28,6 +29,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# the environment the user started this script with, before singa_tensor's import adds to it
+# (OMP_WAIT_POLICY): PyTorch's child process starts from this, with PyTorch's own defaults
+USER_ENV = dict(os.environ)
 
 THREADS = 2
 
@@ -60,9 +64,9 @@ with torch.no_grad():
     out["chain"] = _median_ms(lambda: _chain(torch, x), {args.warmup}, {args.steps} * 10)
 print(json.dumps(out))
 """
-    env = dict(os.environ, OMP_NUM_THREADS=str(THREADS))
+    env = dict(USER_ENV, OMP_NUM_THREADS=str(THREADS))
     try:
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+        r = subprocess.run([args.torch_python, "-c", code], capture_output=True, text=True,
                            env=env, timeout=900)
     except (OSError, subprocess.TimeoutExpired):
         return {}
@@ -78,6 +82,9 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--torch-python", default=os.environ.get("BENCH_TORCH_PYTHON", sys.executable),
+                    help="python with PyTorch installed (default: this one, or "
+                         "$BENCH_TORCH_PYTHON)")
     args = ap.parse_args()
     if args.quick:
         args.steps, args.warmup = 5, 2
@@ -149,6 +156,10 @@ def main() -> int:
     eager_peak, graph_peak = peaks
     rows.append(("ResNet-18 CIFAR b16 step", eager_r, graph_r, None))
 
+    print(f"PyTorch's process started with: "
+          f"{ {k: v for k, v in USER_ENV.items() if k.startswith(('OMP_', 'OPENBLAS_', 'MKL_'))} } "
+          f"plus OMP_NUM_THREADS={THREADS}; ours after import: OMP_WAIT_POLICY="
+          f"{os.environ.get('OMP_WAIT_POLICY', '-')}")
     print(f"graph mode, {THREADS} threads, median of {args.steps} steps "
           f"(ResNet-18: {steps_r}); times in ms")
     print(f"{'row':<34}{'eager':>10}{'graph':>10}{'torch':>10}{'graph/eager':>13}"
