@@ -1,21 +1,27 @@
-"""The two parameter ops of dense layers, linear and embedding, as composite ops.
+"""The two parameter ops of dense layers, linear and embedding.
 
-Both are short compositions (a product plus a bias; a row lookup), but each is traced as one
-op so that ONNX export writes the single node a reader expects (Gemm with transB=1, Gather on
-the weight) rather than the reshapes around it, which would bake the traced batch size into
-the graph. nn.functional re-exports them; they are not st.* names (PyTorch has none either).
+Each is traced as one op so that ONNX export writes the node a reader expects (Gemm with
+transB=1 or MatMul + Add, Gather on the weight) rather than the reshapes around it, which would
+bake the traced batch size into the graph. For float32/float64 tensors on one device, linear
+runs as one fused op (`_linear_fused`): the bias is the product's starting value and the weight
+is read transposed in place, so forward is one copy and one GEMM, and backward is two GEMMs and
+one row sum, with no transposes, reshapes or broadcast sums in the graph. nn.functional
+re-exports them; they are not st.* names (PyTorch has none either).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import autograd as _ag
+from .. import dtype as _dt
 from ..tensor import Tensor
-from ._registry import OpSpec, register, traced
+from ._registry import OpSpec, apply, contiguous, copy_into, kernel, ptr, register, traced
 from .elementwise import add, where
 from .index import index_select
-from .layout import reshape, t
+from .layout import reshape, t, transpose
 from .linalg import addmm, matmul
+from .reduce import sum as _sum
 
 
 def _tensor(op: str, x, name: str = "input") -> Tensor:
@@ -58,10 +64,116 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         if bias.shape != (weight.shape[0],):
             raise ValueError(f"linear: bias must have shape ({weight.shape[0]},), got "
                              f"{tuple(bias.shape)}")
+    if _fusable(input, weight, bias):
+        return apply(LinearFused, input, weight, bias)
+    if bias is not None:
         if input.ndim == 2:
             return addmm(bias, input, t(weight))
         return add(matmul(input, t(weight)), bias)
     return matmul(input, t(weight))
+
+
+_FUSED_DTYPES = (_dt.float32, _dt.float64)
+
+
+def _fusable(x: Tensor, w: Tensor, b: Tensor | None) -> bool:
+    """Whether linear runs as the fused op: one float dtype, one device, and no empty dimension
+    (an empty product is left to the composition, which needs no special cases)."""
+    d = x.dtype
+    return (d in _FUSED_DTYPES and w.dtype is d and x._device == w._device
+            and (b is None or (b.dtype is d and b._device == x._device))
+            and x.numel() > 0 and w.numel() > 0)
+
+
+def _weight_operand(w: Tensor) -> tuple:
+    """(transposed?, leading dim, w or a contiguous copy) for reading w (N, K) as the GEMM's
+    right operand of x @ w.T: a contiguous weight is read transposed; the transpose of a
+    contiguous (K, N) matrix is read as it lies."""
+    n, k = w._shape
+    if w._contig:
+        return 1, max(k, 1), w
+    if w._strides == (1, n):
+        return 0, max(n, 1), w
+    return 1, max(k, 1), contiguous(w)
+
+
+@register
+class LinearFused(OpSpec):
+    """x @ w.T + b over x's last dim (x of any rank >= 1, w (N, K), b (N,) or None), with its
+    own backward: dx = g @ w, dw = g^T @ x, db = the row sum of g."""
+
+    name = "_linear_fused"
+    onnx = None
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        n, k = w._shape  # the public function sends no empty operand here
+        m = x.numel() // k
+        xc = contiguous(x)
+        out = Tensor._empty(x._shape[:-1] + (n,), x.dtype, x._device, x._be)
+        ctx.save_for_backward(x, w)
+        ctx.has_bias = b is not None
+        beta = 0.0
+        if b is not None:  # each row starts as the bias; the product adds to it
+            copy_into(b._view((m, n), (0, b._strides[0]), b._offset), out._view((m, n), (n, 1), 0))
+            beta = 1.0
+        tb, ldb, wc = _weight_operand(w)
+        kernel(x, "gemm")(0, tb, m, n, k, 1.0, ptr(xc), k, ptr(wc), ldb, beta, ptr(out), n,
+                          1, 0, 0, 0)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        need_x, need_w, need_b = (tuple(ctx.needs_input_grad) + (False,) * 3)[:3]
+        n, k = w._shape
+        if _ag._mode.enabled:  # create_graph: a composition, differentiable again
+            g2, x2 = reshape(g, -1, n), reshape(x, -1, k)
+            return (matmul(g, w) if need_x else None,
+                    matmul(transpose(g2, 0, 1), x2) if need_w else None,
+                    _sum(g2, 0) if need_b and ctx.has_bias else None)
+        m = g.numel() // n
+        gc = contiguous(g)
+        gx = gw = gb = None
+        if need_x:  # g (m, n) @ w (n, k): w as it lies is the untransposed operand
+            gx = Tensor._empty(x._shape, x.dtype, x._device, x._be)
+            ta, lda, wc = _weight_operand(w)
+            kernel(gc, "gemm")(0, 1 - ta, m, k, n, 1.0, ptr(gc), n, ptr(wc), lda, 0.0, ptr(gx),
+                               k, 1, 0, 0, 0)
+        if need_w:  # g^T (n, m) @ x (m, k)
+            gw = Tensor._empty((n, k), w.dtype, w._device, w._be)
+            xc = contiguous(x)
+            kernel(gc, "gemm")(1, 0, n, k, m, 1.0, ptr(gc), n, ptr(xc), k, 0.0, ptr(gw), k,
+                               1, 0, 0, 0)
+        if need_b and ctx.has_bias:
+            gb = Tensor._empty((n,), g.dtype, g._device, g._be)
+            kernel(gc, "sum")(ptr(gc), ptr(gb), 1, m, n)
+        return gx, gw, gb
+
+    @staticmethod
+    def reference(x, w, b=None):
+        return _linear_reference(x, w, b)
+
+    @staticmethod
+    def samples():
+        wt = np.ascontiguousarray(_rand(4, 5, seed=3).T)
+        return [((_rand(3, 4), _rand(5, 4, seed=1), _rand(5)), {}),
+                ((_rand(2, 3, 4), _rand(5, 4, seed=1), None), {}),
+                ((_rand(2, 3, 4), wt, _rand(5)), {}),
+                ((_rand(4), _rand(2, 4, seed=2), _rand(2)), {})]
+
+    @classmethod
+    def onnx_export(cls, b, args, attrs, outs):
+        x, w, bias = (tuple(args) + (None,) * 3)[:3]
+        return _linear_onnx(Linear, b, {"input": x, "weight": w, "bias": bias}, attrs, outs)
+
+
+def _linear_fused(x: Tensor, w: Tensor, b: Tensor | None = None) -> Tensor:
+    """The fused op itself (linear checks arguments and falls back where it does not apply)."""
+    return apply(LinearFused, x, w, b)
+
+
+LinearFused.fn = staticmethod(_linear_fused)
 
 
 def _linear_reference(input, weight, bias=None):
@@ -91,9 +203,17 @@ class Linear(OpSpec):
 
 def _linear_onnx(cls, b, args, attrs, outs):
     x, w, bias = args["input"], args["weight"], args["bias"]
-    if x.ndim != 2 or not x.dtype.is_floating_point or w.dtype is not x.dtype or (
+    if not x.dtype.is_floating_point or w.dtype is not x.dtype or (
             bias is not None and bias.dtype is not x.dtype):
-        return NotImplemented  # N-d input: the MatMul and Add it runs
+        return NotImplemented  # the MatMul and Add it runs
+    if x.ndim != 2:  # N-d input: x @ w^T, then the bias broadcast over the rows
+        (wt,) = b.node("Transpose", [b.value(w)], perm=[1, 0])
+        if bias is None:
+            b.node("MatMul", [b.value(x), wt], outputs=outs)
+        else:
+            (y,) = b.node("MatMul", [b.value(x), wt])
+            b.node("Add", [y, b.value(bias)], outputs=outs)
+        return None
     ins = [b.value(x), b.value(w)] + ([b.value(bias)] if bias is not None else [])
     b.node("Gemm", ins, outputs=outs, transB=1)
 
