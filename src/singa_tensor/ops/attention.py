@@ -27,6 +27,7 @@ from .linalg import matmul
 from .reduce import any as _any
 from .reduce import mean as _mean
 from .reduce_ext import softmax
+from .shape import unbind
 
 _NEG_INF = float("-inf")
 
@@ -319,7 +320,9 @@ def _split_heads(x: Tensor, lead: tuple, parts: int, heads: int, batch_first: bo
     x = reshape(x, *lead, parts, heads, d)
     # lead is (N, seq) or (seq, N): bring parts first, then N, heads, seq
     x = permute(x, (2, 0, 3, 1, 4) if batch_first else (2, 1, 3, 0, 4))
-    return tuple(x[i] for i in range(parts))
+    # one copy makes every part contiguous, as the attention kernels read them, and one node
+    # splits them (its backward stacks the parts' gradients)
+    return unbind(make_contiguous(x), 0)
 
 
 def _check_weight(op: str, w, name: str, shape: tuple) -> Tensor:

@@ -351,7 +351,41 @@ def unbind(x: Tensor, dim: int = 0) -> tuple:
     if x.ndim == 0:
         raise IndexError("unbind: cannot be applied to a 0-d tensor")
     d = _wrap_dim(dim, x.ndim, "unbind")
-    return tuple(apply(Select, x, d, i) for i in range(x._shape[d]))
+    if x._shape[d] == 0:
+        return ()
+    return apply(Unbind, x, d)
+
+
+@register
+class Unbind(OpSpec):
+    """Every slice of x along dim as a view, in one graph node: backward stacks the slices'
+    gradients (one new tensor), where one select per slice would scatter each gradient into
+    zeros of x's full shape and add them up."""
+
+    name = "unbind"
+    onnx = None
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        ctx.dim = dim
+        shape = x._shape[:dim] + x._shape[dim + 1:]
+        strides = x._strides[:dim] + x._strides[dim + 1:]
+        step = x._strides[dim]
+        return tuple(x._view(shape, strides, x._offset + i * step)
+                     for i in range(x._shape[dim]))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return stack(list(grads), ctx.dim), None
+
+    @staticmethod
+    def reference(x, dim=0):
+        return tuple(a.copy() for a in np.moveaxis(x, dim, 0))
+
+    @staticmethod
+    def samples():
+        x = _rand(2, 3, 4)
+        return [((x,), {}), ((x, -1), {}), ((x, 1), {}), ((_rand(5),), {})]
 
 
 # ---- cat / stack / split -----------------------------------------------------------------------
@@ -784,6 +818,7 @@ Unsqueeze.fn = staticmethod(unsqueeze)
 Slice.fn = staticmethod(slice_view)
 SliceBackward.fn = staticmethod(_slice_backward)
 Select.fn = staticmethod(select)
+Unbind.fn = staticmethod(unbind)
 Flip.fn = staticmethod(flip)
 
 _x234 = _rand(2, 3, 4)
@@ -791,9 +826,6 @@ _composite("narrow", "Slice", narrow,
            lambda x, dim, start, length: x[_np_index(
                x.ndim, dim, slice(start % x.shape[dim], start % x.shape[dim] + length))].copy(),
            lambda: [((_x234, 1, 1, 2), {}), ((_x234, -1, -3, 3), {}), ((_x234, 0, 2, 0), {})])
-_composite("unbind", None, unbind,
-           lambda x, dim=0: tuple(a.copy() for a in np.moveaxis(x, dim, 0)),
-           lambda: [((_x234,), {}), ((_x234, -1), {})])
 _composite("stack", None, stack, lambda *tensors, dim=0: np.stack(tensors, axis=dim),
            lambda: [((_rand(2, 3), _rand(2, 3, seed=1)), {}),
                     ((_rand(2, 3), _rand(2, 3, seed=1)), {"dim": -1}),
@@ -883,6 +915,14 @@ def _flatten_onnx(cls, b, args, attrs, outs):
 Squeeze.onnx_export = classmethod(_squeeze_onnx)
 Unsqueeze.onnx_export = classmethod(_unsqueeze_onnx)
 Slice.onnx_export = classmethod(_slice_onnx)
+def _unbind_onnx(cls, b, args, attrs, outs):
+    x, d = args
+    for i, out in enumerate(outs):
+        b.node("Gather", [b.value(x), b.const(np.asarray(i, dtype=np.int64))], outputs=[out],
+               axis=int(d))
+
+
 Select.onnx_export = classmethod(_select_onnx)
+Unbind.onnx_export = classmethod(_unbind_onnx)
 Cat.onnx_export = classmethod(_cat_onnx)
 REGISTRY["flatten"].onnx_export = classmethod(_flatten_onnx)
