@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import autograd as _ag
 from .. import dtype as _dt
 from ..backend import as_device
 from ..tensor import Tensor, _wrap_dim, contiguous_strides
@@ -462,6 +463,9 @@ def t(x: Tensor) -> Tensor:
     return x if x.ndim < 2 else transpose(x, 0, 1)
 
 
+_SUMMED_DIRECTLY = (_dt.float32, _dt.float64)
+
+
 def sum_to(g: Tensor, shape: tuple) -> Tensor:
     """Sum g over the dimensions that broadcasting added or stretched, back to shape."""
     if g._shape == shape:
@@ -472,6 +476,13 @@ def sum_to(g: Tensor, shape: tuple) -> Tensor:
     dims = tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(shape) if n == 1 and g._shape[lead + i] != 1
     )
+    if dims and not _ag._mode.enabled and g.dtype in _SUMMED_DIRECTLY:
+        # plain backward (no create_graph): the reduction kernel alone, no graph op, its
+        # result laid out in the target shape at once
+        from .reduce import run_reduce
+
+        r = run_reduce(g, dims, True, "sum")
+        return Tensor._make(r._storage, shape, None, 0, r.dtype, r._device, r._be)
     if dims:
         g = _sum(g, dim=dims, keepdim=True)
     if lead:
