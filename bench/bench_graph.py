@@ -1,10 +1,10 @@
 """Graph mode against eager execution and PyTorch (CPU) eager, in the same run.
 
 Rows:
-- MLP 784-512-512-10, batch 64: one training step (forward, cross entropy, backward, SGD with
-  momentum), eager and replayed, beside PyTorch's eager step (timed in a child process, as in
-  bench_train.py, with the same thread count, started with the environment this script was
-  started with, not the one singa_tensor's import leaves).
+- The MLP, Transformer LM and ResNet-style training steps of bench_train.py (forward, cross
+  entropy, backward, SGD with momentum), eager and replayed, beside PyTorch's eager step
+  (timed in a child process, as in bench_train.py, with the same thread count, started with
+  the environment this script was started with, not the one singa_tensor's import leaves).
 - A chain of 100 elementwise ops on 1000-element tensors (no autograd): the per-op overhead.
 - ResNet-18 (CIFAR form), batch 16: step time (eager and graph steps interleaved), and the
   allocator's peak bytes in use during one step (after warm-up; parameters, gradients and
@@ -49,16 +49,26 @@ def _chain(mod, x, ops: int = 100):
     return y
 
 
+# the training steps of bench_train.py that graph mode is measured on against PyTorch's eager
+# step: (row label, bench_train.MODELS name, target ratio graph/torch from issue 20)
+STEPS = [("MLP 784-512-512-10 b64 step", "MLP 784-512-512-10 b64", 0.6),
+         ("Transformer LM seq64 b8 step", "Transformer LM 2x128 seq64 b8", 0.8),
+         ("ResNet-style 3 blocks b16 step", "ResNet-style 3 blocks b16", 0.8)]
+
+
 def _torch_side(args) -> dict:
     code = f"""
 import json, sys, time, statistics, numpy as np, torch
 sys.path.insert(0, {HERE!r})
 torch.set_num_threads({THREADS})
-from bench_graph import _median_ms, _chain
-from bench_train import Lib, mlp, make_step
+from bench_graph import _median_ms, _chain, STEPS
+from bench_train import Lib, MODELS, make_step
 lib = Lib(torch, "torch")
-step, _ = make_step(lib, mlp, (64, 784), 0)
-out = {{"mlp": _median_ms(step, {args.warmup}, {args.steps})}}
+out = {{}}
+for label, name, _ in STEPS:
+    _, builder, batch, _ = next(m for m in MODELS if m[0] == name)
+    step, _ = make_step(lib, builder, batch, 0)
+    out[label] = _median_ms(step, {args.warmup}, {args.steps})
 x = torch.from_numpy(np.random.default_rng(0).standard_normal(1000).astype(np.float32))
 with torch.no_grad():
     out["chain"] = _median_ms(lambda: _chain(torch, x), {args.warmup}, {args.steps} * 10)
@@ -89,7 +99,7 @@ def main() -> int:
     if args.quick:
         args.steps, args.warmup = 5, 2
     os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
-    from bench_train import Lib, make_step, mlp, resnet18
+    from bench_train import Lib, make_step, resnet18
 
     import singa_tensor as st
     from singa_tensor.backend import cpu
@@ -99,13 +109,28 @@ def main() -> int:
     peer = {} if args.no_torch else _torch_side(args)
     rows = []
 
-    # MLP training step
-    step, _ = make_step(lib, mlp, (64, 784), 0)
-    eager = _median_ms(step, args.warmup, args.steps)
-    step_g, _ = make_step(lib, mlp, (64, 784), 0)
-    graph_step = st.compile(step_g)
-    graph = _median_ms(graph_step, args.warmup, args.steps)
-    rows.append(("MLP 784-512-512-10 b64 step", eager, graph, peer.get("mlp")))
+    # training steps: eager and replayed, interleaved (the machine's speed drifts)
+    from bench_train import MODELS
+
+    for label, name, _ in STEPS:
+        _, builder, batch, _ = next(m for m in MODELS if m[0] == name)
+        step, _ = make_step(lib, builder, batch, 0)
+        step_g, _ = make_step(lib, builder, batch, 0)
+        graph_step = st.compile(step_g)
+        for _ in range(args.warmup):
+            step()
+            graph_step()
+        if abs(float(step().item()) - float(graph_step().item())) > 1e-4:
+            raise SystemExit(f"{label}: graph mode's loss differs from eager's")
+        times_e, times_g = [], []
+        for _ in range(args.steps):
+            for fn, into in ((step, times_e), (graph_step, times_g)):
+                t0 = time.perf_counter()
+                fn()
+                into.append(time.perf_counter() - t0)
+        rows.append((label, statistics.median(times_e) * 1e3,
+                     statistics.median(times_g) * 1e3, peer.get(label)))
+        del step, step_g, graph_step
 
     # 100 elementwise ops on 1000 elements
     x = st.tensor(np.random.default_rng(0).standard_normal(1000).astype(np.float32))
@@ -164,10 +189,14 @@ def main() -> int:
           f"(ResNet-18: {steps_r}); times in ms")
     print(f"{'row':<34}{'eager':>10}{'graph':>10}{'torch':>10}{'graph/eager':>13}"
           f"{'graph/torch':>13}")
+    targets = {label: target for label, _, target in STEPS}
     for name, e, g, t in rows:
         tcol = f"{t:>10.3f}" if t else f"{'-':>10}"
         gt = f"{g / t:>12.2f}x" if t else f"{'-':>13}"
-        print(f"{name:<34}{e:>10.3f}{g:>10.3f}{tcol}{g / e:>12.2f}x{gt}")
+        tg = targets.get(name)
+        met = "" if tg is None or not t else (f"  (target <= {tg}x: "
+                                               f"{'met' if g / t <= tg else 'NOT met'})")
+        print(f"{name:<34}{e:>10.3f}{g:>10.3f}{tcol}{g / e:>12.2f}x{gt}{met}")
     print(f"ResNet-18 b16 peak bytes in use during a step: eager {eager_peak / 2**20:.1f} MiB, "
           f"graph {graph_peak / 2**20:.1f} MiB (graph/eager {graph_peak / eager_peak:.2f}x; "
           f"arena {arena_r / 2**20:.1f} MiB, {calls_r} calls)")
