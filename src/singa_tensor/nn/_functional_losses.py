@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 
 import singa_tensor as st
+from singa_tensor import _execution
 from singa_tensor import ops as _ops
 from singa_tensor.autograd import no_grad as _no_grad
 from singa_tensor.ops._registry import broadcast_shapes
@@ -252,6 +253,19 @@ def _class_targets(op: str, input: Tensor, target: Tensor, ignore_index: int) ->
         )
     n_classes = input.shape[cdim]
     target = target.to(st.int64)
+    if target._device.type == "cpu" and not _execution.running_count:
+        # eager, on the host: numpy checks the values where it reads them (no tensor ops)
+        t = target.numpy()
+        valid = t != int(ignore_index)
+        bad = valid & ((t < 0) | (t >= n_classes))
+        if bad.any():
+            raise IndexError(
+                f"{op}: target {int(t[bad].reshape(-1)[0])} is out of bounds for {n_classes} "
+                f"classes (expected values in [0, {n_classes - 1}] or "
+                f"ignore_index={ignore_index})"
+            )
+        ignored = None if valid.all() else st.tensor(~valid)
+        return cdim, n_classes, target, ignored
     with _no_grad():
         valid = target != int(ignore_index)
         bad = _ops.logical_and(valid, _ops.logical_or(target < 0, target >= n_classes))
