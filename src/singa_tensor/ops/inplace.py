@@ -146,6 +146,17 @@ def inplace_binary(x: Tensor, other, fn, op: str) -> Tensor:
             kernel(x, op[:-1])(ptr(x), ptr(other), ptr(x), 1, int64s(x, (n,)), one, one)
             x._storage.version += 1
             return x
+        if (x._contig and op in _AFFINE_SCALAR and other.__class__ in (int, float)
+                and x.dtype in _AFFINE_DTYPES):
+            # x * s or x + s with a Python number: the affine kernel a * x + b in place, with
+            # the number rounded to x's dtype as the out-of-place op rounds it. b = -0.0 or
+            # a = 1 keeps the result bit for bit that of the plain product or sum (-0.0 is the
+            # additive identity that also keeps a product's negative zero)
+            v = float(other)
+            a, b = (v, -0.0) if op == "mul_" else (1.0, v if op == "add_" else -v)
+            kernel(x, "affine")(ptr(x), ptr(x), x.numel(), a, b)
+            x._storage.version += 1
+            return x
         with _ag.no_grad():
             r = fn(x, other)
         return write_result(x, r, op)
@@ -154,6 +165,8 @@ def inplace_binary(x: Tensor, other, fn, op: str) -> Tensor:
 
 
 _DIRECT_BINARY = {"add", "sub", "mul", "div", "maximum", "minimum"}
+_AFFINE_SCALAR = ("mul_", "add_", "sub_")
+_AFFINE_DTYPES = (_dt.float32, _dt.float64)
 
 
 def inplace_unary(x: Tensor, fn, op: str, *args, **kwargs) -> Tensor:

@@ -1,0 +1,43 @@
+"""x.mul_(s), x.add_(s) and x.sub_(s) with a Python number write through the affine kernel
+in place: the results must be exactly those of the out-of-place ops (the same rounding of s
+to x's dtype, negative zeros kept), and autograd must still see the write."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import singa_tensor as st
+
+VALUES = [1.0, -2.5, 0.0, -0.0, 3e38, -1e-40, float("inf"), float("nan"), 0.1]
+
+
+@pytest.mark.parametrize("dtype", [st.float32, st.float64])
+@pytest.mark.parametrize("op", ["mul_", "add_", "sub_"])
+@pytest.mark.parametrize("scalar", [-0.5, 0.3, 3, 0.0, -1e-30])
+def test_scalar_inplace_is_bitwise_the_out_of_place_op(dtype, op, scalar):
+    x = st.tensor(VALUES, dtype=dtype)
+    want = {"mul_": x * scalar, "add_": x + scalar, "sub_": x - scalar}[op].numpy()
+    before = x._storage.version
+    assert getattr(x, op)(scalar) is x
+    got = x.numpy()
+    assert x._storage.version == before + 1
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_scalar_inplace_on_a_saved_tensor_is_caught_in_backward():
+    w = st.ones(3, requires_grad=True)
+    y = w * 2
+    z = y.exp()  # saves its output
+    with st.no_grad():
+        z.mul_(3.0)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        z.sum().backward()
+
+
+def test_scalar_inplace_with_grad_is_recorded():
+    w = st.ones(3, requires_grad=True)
+    y = w * 2
+    y.mul_(3.0).add_(1)
+    y.sum().backward()
+    assert w.grad.tolist() == [6.0, 6.0, 6.0]
