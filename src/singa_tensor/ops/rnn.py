@@ -1,7 +1,10 @@
-"""Fused recurrent cells and the row split the recurrent layers step through.
+"""Fused recurrent cells, the whole time loop of a layer, and the row split the per-step loop
+steps through.
 
-The layers project the inputs of all time steps with one matrix product; a step is then one
-product with the hidden-to-hidden weights and one fused cell kernel (header: "Recurrent cells").
+The layers project the inputs of all time steps with one matrix product; recurrent_sequence
+then runs every step of a layer and direction in one kernel call each way (the loop is
+singa_tensor/rnn_seq.h). Where it does not apply, a step is one product with the
+hidden-to-hidden weights and one fused cell kernel (header: "Recurrent cells").
 Each cell's backward runs its backward kernel; under create_graph it is written with Tensor ops
 instead, so the cells differentiate twice.
 
