@@ -202,7 +202,8 @@ def torch_worker(args) -> None:
 
     torch.set_num_threads(args.threads)
     out = {}
-    for i, (name, *_) in enumerate(CASES):
+    for i in selected(args):
+        name = CASES[i][0]
         saved = np.load(os.path.join(args.dir, f"case{i}.npz"))
         weights = part(saved, "w:")
         case = Case(torch, i, weights)
@@ -221,13 +222,19 @@ def torch_worker(args) -> None:
                       "cases": out}))
 
 
+def selected(args) -> list:
+    """The indices of the cases --case picks (all without it)."""
+    return [i for i, (name, *_) in enumerate(CASES)
+            if not args.case or any(c in name for c in args.case)]
+
+
 def torch_side(args, workdir: str) -> dict | None:
     python = args.torch_python or sys.executable
     if args.no_torch or (not args.torch_python and importlib.util.find_spec("torch") is None):
         return None
     cmd = [python, os.path.abspath(__file__), "--torch-worker", "--dir", workdir,
            "--reps", str(args.reps), "--warmup", str(args.warmup), "--threads",
-           str(args.threads)]
+           str(args.threads), *(f"--case={c}" for c in args.case)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=START_ENV)
     if out.returncode != 0:
         raise SystemExit(f"bench: the PyTorch worker failed:\n{out.stderr}{out.stdout}")
@@ -239,6 +246,8 @@ def print_table(ours: dict, peer: dict | None) -> None:
             "|d| f64 all"]
     rows = []
     for name, _, _, target in CASES:
+        if name not in ours:
+            continue
         o = ours[name]
         p = peer["cases"][name] if peer else None
         ratio = o / p["s"] if p else None
@@ -274,6 +283,8 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=2, help="threads for both libraries")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch side")
     p.add_argument("--torch-python", help="the Python interpreter (with PyTorch) to time it in")
+    p.add_argument("--case", action="append", default=[],
+                   help="run only the cases whose name contains this (repeatable)")
     p.add_argument("--per-step", action="store_true",
                    help="run our recurrent layers on their per-step loop")
     p.add_argument("--profile", action="store_true", help="cProfile our side of each case")
@@ -293,9 +304,9 @@ def main(argv=None) -> None:
 
     st = singa_tensor
     st.set_num_threads(args.threads)
-    cases = [Case(st, i, per_step=args.per_step) for i in range(len(CASES))]
+    cases = {i: Case(st, i, per_step=args.per_step) for i in selected(args)}
     with tempfile.TemporaryDirectory() as workdir:
-        for i, case in enumerate(cases):
+        for i, case in cases.items():
             arrays = {f"w:{k}": v for k, v in case.weights().items()}
             arrays.update({f"r32:{k}": v for k, v in case.results().items()})
             arrays.update({f"r64:{k}": v for k, v in
@@ -303,7 +314,7 @@ def main(argv=None) -> None:
             np.savez(os.path.join(workdir, f"case{i}.npz"), **arrays)
         peer = torch_side(args, workdir)
     ours = {}
-    for case in cases:
+    for case in cases.values():
         time.sleep(SETTLE_S)
         ours[case.name] = time_steps(case.step, args.warmup, args.reps)
 
@@ -324,7 +335,7 @@ def main(argv=None) -> None:
     print()
     print_table(ours, peer)
     if args.profile:
-        for case in cases:
+        for case in cases.values():
             profile_case(case)
 
 
