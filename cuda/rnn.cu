@@ -2,6 +2,7 @@
 // reads its gate pre-activations, writes the new state and what the backward needs, with the
 // same sigmoid/tanh as the CPU (functors.h).
 #include "common.cuh"
+#include "singa_tensor/rnn_seq.h"
 
 namespace st {
 namespace {
@@ -87,6 +88,94 @@ __global__ void gru_cell_backward_kernel(const T* __restrict__ saved, const T* _
   }
 }
 
+template <class T>
+__global__ void rnn_act_kernel(int32_t relu, const T* __restrict__ gx, const T* __restrict__ gh,
+                               T* __restrict__ h, int64_t n) {
+  for (int64_t k = cuda::thread_index(); k < n; k += cuda::thread_count()) {
+    const T a = gx[k] + gh[k];
+    h[k] = relu ? (a > T(0) ? a : T(0)) : tanh_(a);
+  }
+}
+
+template <class T>
+__global__ void rnn_act_backward_kernel(int32_t relu, const T* __restrict__ h,
+                                        const T* __restrict__ dh, T* __restrict__ da, int64_t n) {
+  for (int64_t k = cuda::thread_index(); k < n; k += cuda::thread_count())
+    da[k] = relu ? (h[k] > T(0) ? dh[k] : T(0)) : dh[k] * (T(1) - h[k] * h[k]);
+}
+
+template <class T>
+__global__ void add_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y,
+                           int64_t n) {
+  for (int64_t k = cuda::thread_index(); k < n; k += cuda::thread_count()) y[k] = a[k] + b[k];
+}
+
+template <class T>
+__global__ void copy_kernel(const T* __restrict__ src, T* __restrict__ dst, int64_t n) {
+  for (int64_t k = cuda::thread_index(); k < n; k += cuda::thread_count()) dst[k] = src[k];
+}
+
+template <class T>
+void gemm_any(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+              int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc, void* stream);
+
+// The per-step kernels of a whole layer's loop (singa_tensor/rnn_seq.h), all queued on one
+// stream: the library's own matrix product and the cell kernels above.
+template <class T>
+struct CudaSeqOps {
+  void* stream;
+  void gemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+            int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+    gemm_any<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, stream);
+  }
+  void lstm(const T* gx, const T* gh, const T* cp, T* h, T* c, T* saved, int64_t batch,
+            int64_t hidden) {
+    cuda::launch_1d(lstm_cell_kernel<T>, batch * hidden, stream, gx, gh,
+                    static_cast<const T*>(nullptr), cp, h, c, saved, batch * hidden, hidden);
+  }
+  void lstm_back(const T* saved, const T* cp, const T* c, const T* dh, const T* dc, T* dgates,
+                 T* dcp, int64_t batch, int64_t hidden) {
+    cuda::launch_1d(lstm_cell_backward_kernel<T>, batch * hidden, stream, saved, cp, c, dh, dc,
+                    dgates, dcp, batch * hidden, hidden);
+  }
+  void gru(const T* gx, const T* gh, const T* bias, const T* hp, T* h, T* saved, int64_t batch,
+           int64_t hidden) {
+    cuda::launch_1d(gru_cell_kernel<T>, batch * hidden, stream, gx, gh, bias, hp, h, saved,
+                    batch * hidden, hidden);
+  }
+  void gru_back(const T* saved, const T* hp, const T* dh, T* dgx, T* dgh, T* dhp, int64_t batch,
+                int64_t hidden) {
+    cuda::launch_1d(gru_cell_backward_kernel<T>, batch * hidden, stream, saved, hp, dh, dgx, dgh,
+                    dhp, batch * hidden, hidden);
+  }
+  void act(bool relu, const T* gx, const T* gh, T* h, int64_t n) {
+    cuda::launch_1d(rnn_act_kernel<T>, n, stream, int32_t(relu), gx, gh, h, n);
+  }
+  void act_back(bool relu, const T* h, const T* dh, T* da, int64_t n) {
+    cuda::launch_1d(rnn_act_backward_kernel<T>, n, stream, int32_t(relu), h, dh, da, n);
+  }
+  void add(const T* a, const T* b, T* y, int64_t n) {
+    cuda::launch_1d(add_kernel<T>, n, stream, a, b, y, n);
+  }
+  void copy(const T* src, T* dst, int64_t n) {
+    cuda::launch_1d(copy_kernel<T>, n, stream, src, dst, n);
+  }
+};
+
+template <>
+void gemm_any<float>(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                     float* c, int64_t ldc, void* stream) {
+  st_gemm_f32(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1, 0, 0, 0, stream);
+}
+
+template <>
+void gemm_any<double>(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, double alpha,
+                      const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
+                      double* c, int64_t ldc, void* stream) {
+  st_gemm_f64(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1, 0, 0, 0, stream);
+}
+
 }  // namespace
 }  // namespace st
 
@@ -115,4 +204,25 @@ extern "C" {
                         h_prev, dh, dgates_x, dgates_h, dh_prev, batch * hidden, hidden);      \
   }
 ST_FLOAT_TYPES(ST_CUDA_DEF_RNN, _)
+
+#define ST_CUDA_DEF_RNN_SEQ(sfx, T, _)                                                         \
+  void st_rnn_seq_forward_##sfx(int32_t mode, int32_t reverse, const T* gates_x,               \
+                                const T* w_hh, const T* bias_h, const T* h0, const T* c0,      \
+                                T* out, T* h_n, T* c_n, T* saved, T* cells, T* work,           \
+                                int64_t steps, int64_t batch, int64_t hidden, void* stream) {  \
+    st::CudaSeqOps<T> ops{stream};                                                             \
+    st::rnn_seq::forward<T>(ops, mode, reverse, gates_x, w_hh, bias_h, h0, c0, out, h_n, c_n,  \
+                            saved, cells, work, steps, batch, hidden);                         \
+  }                                                                                            \
+  void st_rnn_seq_backward_##sfx(int32_t mode, int32_t reverse, const T* w_hh, const T* h0,    \
+                                 const T* c0, const T* out, const T* saved, const T* cells,    \
+                                 const T* d_out, const T* d_hn, const T* d_cn, T* d_gates_x,   \
+                                 T* d_gates_h, T* d_w_hh, T* d_h0, T* d_c0, T* work,           \
+                                 int64_t steps, int64_t batch, int64_t hidden, void* stream) { \
+    st::CudaSeqOps<T> ops{stream};                                                             \
+    st::rnn_seq::backward<T>(ops, mode, reverse, w_hh, h0, c0, out, saved, cells, d_out, d_hn, \
+                             d_cn, d_gates_x, d_gates_h, d_w_hh, d_h0, d_c0, work, steps,      \
+                             batch, hidden);                                                   \
+  }
+ST_FLOAT_TYPES(ST_CUDA_DEF_RNN_SEQ, _)
 }

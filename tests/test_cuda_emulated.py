@@ -39,6 +39,7 @@ SUITES = [
     "tests/test_op_registry.py",
     "tests/test_reduce_ops.py",
     "tests/test_reduce_speed_paths.py",
+    "tests/test_rnn_fused.py",
     "tests/test_shape_ops.py",
     "tests/test_sort_ops.py",
     "tests/test_unary_accuracy.py",

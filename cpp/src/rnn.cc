@@ -1,9 +1,12 @@
 // Fused LSTM and GRU cells: after a step's two matrix products, everything else a cell does
 // (bias, activations, state update, and what the backward needs) is one pass over the rows, so
 // a step costs two kernel calls instead of a dozen elementwise ones.
+#include <algorithm>
 #include <vector>
 
+#include "blas.h"
 #include "common.h"
+#include "singa_tensor/rnn_seq.h"
 
 namespace st {
 namespace {
@@ -136,6 +139,59 @@ void gru_cell_backward(const T* saved, const T* hp, const T* dh, T* dgx, T* dgh,
   });
 }
 
+// The per-step kernels of a whole layer's loop (singa_tensor/rnn_seq.h): the cells above and
+// one BLAS product per step; OpenBLAS threads the products, OpenMP the cells.
+template <class T>
+struct CpuSeqOps {
+  void gemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+            int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+    blas::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  void lstm(const T* gx, const T* gh, const T* cp, T* h, T* c, T* saved, int64_t batch,
+            int64_t hidden) {
+    lstm_cell<T>(gx, gh, nullptr, cp, h, c, saved, batch, hidden);
+  }
+  void lstm_back(const T* saved, const T* cp, const T* c, const T* dh, const T* dc, T* dgates,
+                 T* dcp, int64_t batch, int64_t hidden) {
+    lstm_cell_backward<T>(saved, cp, c, dh, dc, dgates, dcp, batch, hidden);
+  }
+  void gru(const T* gx, const T* gh, const T* bias, const T* hp, T* h, T* saved, int64_t batch,
+           int64_t hidden) {
+    gru_cell<T>(gx, gh, bias, hp, h, saved, batch, hidden);
+  }
+  void gru_back(const T* saved, const T* hp, const T* dh, T* dgx, T* dgh, T* dhp, int64_t batch,
+                int64_t hidden) {
+    gru_cell_backward<T>(saved, hp, dh, dgx, dgh, dhp, batch, hidden);
+  }
+  void act(bool relu, const T* gx, const T* gh, T* h, int64_t n) {
+    parallel_for(n, 8, [&](int64_t b, int64_t e) {
+      if (relu) {
+#pragma omp simd
+        for (int64_t k = b; k < e; ++k) h[k] = std::max(gx[k] + gh[k], T(0));
+      } else {
+#pragma omp simd
+        for (int64_t k = b; k < e; ++k) h[k] = tanh_(gx[k] + gh[k]);
+      }
+    });
+  }
+  void act_back(bool relu, const T* h, const T* dh, T* da, int64_t n) {
+    parallel_for(n, 2, [&](int64_t b, int64_t e) {
+      if (relu) {
+#pragma omp simd
+        for (int64_t k = b; k < e; ++k) da[k] = h[k] > T(0) ? dh[k] : T(0);
+      } else {
+#pragma omp simd
+        for (int64_t k = b; k < e; ++k) da[k] = dh[k] * (T(1) - h[k] * h[k]);
+      }
+    });
+  }
+  void add(const T* a, const T* b, T* y, int64_t n) {
+#pragma omp simd
+    for (int64_t k = 0; k < n; ++k) y[k] = a[k] + b[k];
+  }
+  void copy(const T* src, T* dst, int64_t n) { std::copy(src, src + n, dst); }
+};
+
 }  // namespace
 }  // namespace st
 
@@ -158,3 +214,24 @@ void gru_cell_backward(const T* saved, const T* hp, const T* dh, T* dgx, T* dgh,
     st::gru_cell_backward(saved, h_prev, dh, dgates_x, dgates_h, dh_prev, batch, hidden);      \
   }
 ST_FLOAT_TYPES(ST_DEF_RNN, _)
+
+#define ST_DEF_RNN_SEQ(sfx, T, _)                                                              \
+  void st_rnn_seq_forward_##sfx(int32_t mode, int32_t reverse, const T* gates_x,               \
+                                const T* w_hh, const T* bias_h, const T* h0, const T* c0,      \
+                                T* out, T* h_n, T* c_n, T* saved, T* cells, T* work,           \
+                                int64_t steps, int64_t batch, int64_t hidden) {                \
+    st::CpuSeqOps<T> ops;                                                                      \
+    st::rnn_seq::forward<T>(ops, mode, reverse, gates_x, w_hh, bias_h, h0, c0, out, h_n, c_n,  \
+                            saved, cells, work, steps, batch, hidden);                         \
+  }                                                                                            \
+  void st_rnn_seq_backward_##sfx(int32_t mode, int32_t reverse, const T* w_hh, const T* h0,    \
+                                 const T* c0, const T* out, const T* saved, const T* cells,    \
+                                 const T* d_out, const T* d_hn, const T* d_cn, T* d_gates_x,   \
+                                 T* d_gates_h, T* d_w_hh, T* d_h0, T* d_c0, T* work,           \
+                                 int64_t steps, int64_t batch, int64_t hidden) {               \
+    st::CpuSeqOps<T> ops;                                                                      \
+    st::rnn_seq::backward<T>(ops, mode, reverse, w_hh, h0, c0, out, saved, cells, d_out, d_hn, \
+                             d_cn, d_gates_x, d_gates_h, d_w_hh, d_h0, d_c0, work, steps,      \
+                             batch, hidden);                                                   \
+  }
+ST_FLOAT_TYPES(ST_DEF_RNN_SEQ, _)

@@ -326,6 +326,32 @@ ST_FLOAT_TYPES(ST_DECL_XENT, _)
                                   T* dgates_h, T* dh_prev, int64_t batch, int64_t hidden ST_S);
 ST_FLOAT_TYPES(ST_DECL_RNN, _)
 
+/* A recurrent layer's whole time loop for one direction (loop: rnn_seq.h), forward and
+ * backward. mode: 0 LSTM, 1 GRU, 2 RNN tanh, 3 RNN relu (gates G = 4, 3, 1, 1); reverse != 0
+ * runs the steps from the last time index to the first. Row-major, contiguous, time-major:
+ *   gates_x [steps, batch, G*hidden] the input side of every step (LSTM and RNN: both biases
+ *   included; GRU: b_ih included), w_hh [G*hidden, hidden], bias_h [3*hidden] (GRU's b_hh, NULL
+ *   for none or the other modes), h0, c0 [batch, hidden] (c0: LSTM only, else NULL).
+ * Forward writes out [steps, batch, hidden] (h of every time index), h_n, c_n [batch, hidden]
+ * (c_n: LSTM only) and, when not NULL, what the backward needs: saved [steps, batch,
+ * 4*hidden] (LSTM, GRU: the cells' saved rows), cells [steps, batch, hidden] (LSTM: c).
+ * work: scratch of batch * 6 * hidden elements.
+ * Backward takes the forward's operands and results plus d_out [steps, batch, hidden], d_hn,
+ * d_cn [batch, hidden] (d_cn: LSTM only) and writes d_gates_x [steps, batch, G*hidden],
+ * d_gates_h (GRU only: the hidden side incl. its bias, [steps, batch, 3*hidden]; else NULL),
+ * d_w_hh [G*hidden, hidden], d_h0, d_c0 (LSTM only). work: batch * 4 * hidden elements. */
+#define ST_DECL_RNN_SEQ(sfx, T, _)                                                             \
+  void st_rnn_seq_forward_##sfx(int32_t mode, int32_t reverse, const T* gates_x,               \
+                                const T* w_hh, const T* bias_h, const T* h0, const T* c0,      \
+                                T* out, T* h_n, T* c_n, T* saved, T* cells, T* work,           \
+                                int64_t steps, int64_t batch, int64_t hidden ST_S);            \
+  void st_rnn_seq_backward_##sfx(int32_t mode, int32_t reverse, const T* w_hh, const T* h0,    \
+                                 const T* c0, const T* out, const T* saved, const T* cells,    \
+                                 const T* d_out, const T* d_hn, const T* d_cn, T* d_gates_x,   \
+                                 T* d_gates_h, T* d_w_hh, T* d_h0, T* d_c0, T* work,           \
+                                 int64_t steps, int64_t batch, int64_t hidden ST_S);
+ST_FLOAT_TYPES(ST_DECL_RNN_SEQ, _)
+
 /* Scaled dot-product attention, fused: the (L, S) score matrix is never stored. q [B, L, E],
  * k [B, S, E], v [B, S, Ev], out [B, L, Ev], lse [B, L], all contiguous. With s = scale * q k^T
  * restricted to keys j <= i when causal (PyTorch's tril convention), the forward writes

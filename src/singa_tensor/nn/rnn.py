@@ -1,9 +1,12 @@
 """Recurrent layers: RNN, LSTM, GRU and their cells, with PyTorch's parameter names.
 
-A layer projects the inputs of every time step with one matrix product per direction; a step
-is then one product with the hidden-to-hidden weights and one fused cell (ops/rnn.py). Packed
-sequences run on the same loop: a step updates only the first batch_sizes[t] rows of the state
-(sequences are sorted longest first), so every sequence's final state is its last valid step.
+A layer projects the inputs of every time step with one matrix product per direction; the time
+loop is then one kernel call per layer and direction, forward and backward
+(ops.rnn.recurrent_sequence), where every sequence runs every step and the dtype and device have
+that kernel. Otherwise (packed sequences of different lengths, proj_size) a step is one product
+with the hidden-to-hidden weights and one fused cell (ops/rnn.py) in a Python loop: a step
+updates only the first batch_sizes[t] rows of the state (sequences are sorted longest first),
+so every sequence's final state is its last valid step.
 """
 
 from __future__ import annotations
@@ -75,6 +78,10 @@ class RNNBase(Module):
         >>> [n for n, _ in nn.RNNBase("GRU", 3, 4).named_parameters()]
         ['weight_ih_l0', 'weight_hh_l0', 'bias_ih_l0', 'bias_hh_l0']
     """
+
+    # False keeps this layer on the per-step loop (_direction_steps), which the whole-loop
+    # kernel is tested against
+    _sequence_kernel = True
 
     def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1,
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
@@ -291,12 +298,29 @@ class RNNBase(Module):
         else:
             gx = _ops.matmul(x, w_ih.t())
         cell_bias = b_hh if mode == "GRU" else None
+        if self._sequence_kernel and w_hr is None and bsz.count(bsz[0]) == len(bsz) and \
+                _cells.sequence_kernel_applies(x):
+            # every sequence runs every step: the whole loop is one kernel call each way
+            batch, hidden = bsz[0], self.hidden_size
+            states = [creation.zeros(batch, hidden, dtype=x.dtype, device=x.device)
+                      if s is None else s for s in init_states]
+            res = _cells.recurrent_sequence(mode, gx, w_hh, cell_bias, states[0],
+                                            states[1] if mode == "LSTM" else None, d == 1)
+            return res[0], list(res[1:])
+        return self._direction_steps(gx, bsz, d, init_states, w_hh, cell_bias, w_hr)
+
+    def _direction_steps(self, gx: Tensor, bsz: list, d: int, init_states: list, w_hh: Tensor,
+                         cell_bias, w_hr) -> tuple:
+        """The per-step loop of one direction: for packed batches whose sequences end at
+        different steps, projections (proj_size) and dtypes or devices without the whole-loop
+        kernel."""
+        mode = self.mode
         steps = len(bsz)
         gx_steps = _cells.split_rows(gx, bsz) if steps > 1 else (gx,)
         batch = bsz[0]
         sizes = [self.proj_size or self.hidden_size, self.hidden_size][:len(init_states)]
-        states = [creation.zeros(batch, n, dtype=x.dtype, device=x.device) if s is None else s
-                  for s, n in zip(init_states, sizes)]
+        states = [creation.zeros(batch, n, dtype=gx.dtype, device=gx.device) if s is None
+                  else s for s, n in zip(init_states, sizes)]
         reverse = d == 1
         order = range(steps - 1, -1, -1) if reverse else range(steps)
         pending: list = [[] for _ in states]

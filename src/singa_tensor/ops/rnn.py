@@ -1,7 +1,10 @@
-"""Fused recurrent cells and the row split the recurrent layers step through.
+"""Fused recurrent cells, the whole time loop of a layer, and the row split the per-step loop
+steps through.
 
-The layers project the inputs of all time steps with one matrix product; a step is then one
-product with the hidden-to-hidden weights and one fused cell kernel (header: "Recurrent cells").
+The layers project the inputs of all time steps with one matrix product; recurrent_sequence
+then runs every step of a layer and direction in one kernel call each way (the loop is
+singa_tensor/rnn_seq.h). Where it does not apply, a step is one product with the
+hidden-to-hidden weights and one fused cell kernel (header: "Recurrent cells").
 Each cell's backward runs its backward kernel; under create_graph it is written with Tensor ops
 instead, so the cells differentiate twice.
 
@@ -408,6 +411,236 @@ def recurrent_matmul(h: Tensor, w_t: Tensor, tape: list, first: bool) -> Tensor:
 
 
 RecurrentMatmul.fn = staticmethod(recurrent_matmul)
+
+
+# ---- a whole direction's time loop ---------------------------------------------------------
+
+_SEQ_MODES = {"LSTM": 0, "GRU": 1, "RNN_TANH": 2, "RNN_RELU": 3}
+_SEQ_GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+@register
+class RecurrentSequence(OpSpec):
+    """Every step of one recurrent layer and direction as one node and one kernel call each
+    way (st_rnn_seq_forward/backward, loop in rnn_seq.h): gates_x (steps * batch, G * hidden)
+    is the input side of all steps, time-major; outputs (out (steps * batch, hidden), h_n[,
+    c_n]). Under create_graph the backward is the per-step composition (differentiable
+    again), recomputing the steps' states from the saved inputs."""
+
+    name = "_recurrent_sequence"
+    onnx = None
+
+    @staticmethod
+    def forward(ctx, gates_x, w_hh, bias_h, h0, c0, mode, reverse):
+        batch, hidden = h0._shape
+        steps = gates_x._shape[0] // batch
+        h0c, gx, w = contiguous(h0), contiguous(gates_x), contiguous(w_hh)
+        c0c = None if c0 is None else contiguous(c0)
+        b = None if bias_h is None else contiguous(bias_h)
+
+        def new(*shape):
+            return Tensor._empty(shape, h0c.dtype, h0c._device, h0c._be)
+
+        lstm = mode == "LSTM"
+        out, h_n = new(steps * batch, hidden), new(batch, hidden)
+        c_n = new(batch, hidden) if lstm else None
+        saved = cells = None
+        if _wants_grad(gates_x, w_hh, bias_h, h0, c0):
+            if mode in ("LSTM", "GRU"):
+                saved = new(steps * batch, 4 * hidden)
+            if lstm:
+                cells = new(steps * batch, hidden)
+        work = new(batch * 6 * hidden)
+        kernel(h0c, "rnn_seq_forward")(
+            _SEQ_MODES[mode], int(reverse), ptr(gx), ptr(w), _null_or_ptr(h0c, b), ptr(h0c),
+            _null_or_ptr(h0c, c0c), ptr(out), ptr(h_n), _null_or_ptr(h0c, c_n),
+            _null_or_ptr(h0c, saved), _null_or_ptr(h0c, cells), ptr(work), steps, batch, hidden)
+        ctx.save_for_backward(gates_x, w_hh, bias_h, h0, c0)
+        ctx.mode, ctx.reverse, ctx.saved_gates, ctx.cells = mode, bool(reverse), saved, cells
+        ctx.out = out._alias()
+        return (out, h_n, c_n) if lstm else (out, h_n)
+
+    @staticmethod
+    def backward(ctx, d_out, d_hn, d_cn=None):
+        gates_x, w_hh, bias_h, h0, c0 = ctx.saved_tensors
+        mode = ctx.mode
+        if _ag._mode.enabled:  # create_graph: a composition, differentiable again
+            return _sequence_grad_composed(mode, ctx.reverse, gates_x, w_hh, bias_h, h0, c0,
+                                           d_out, d_hn, d_cn)
+        batch, hidden = h0._shape
+        steps = gates_x._shape[0] // batch
+        g = _SEQ_GATES[mode] * hidden
+        h0c = contiguous(h0)
+
+        def new(*shape):
+            return Tensor._empty(shape, h0c.dtype, h0c._device, h0c._be)
+
+        lstm, gru = mode == "LSTM", mode == "GRU"
+        d_gx, d_w = new(steps * batch, g), new(g, hidden)
+        d_gh = new(steps * batch, g) if gru else None
+        d_h0 = new(batch, hidden)
+        d_c0 = new(batch, hidden) if lstm else None
+        c0c = contiguous(c0) if lstm else None
+        dcn = contiguous(d_cn) if lstm else None
+        work = new(batch * 4 * hidden)
+        kernel(h0c, "rnn_seq_backward")(
+            _SEQ_MODES[mode], int(ctx.reverse), ptr(contiguous(w_hh)), ptr(h0c),
+            _null_or_ptr(h0c, c0c), ptr(ctx.out), _null_or_ptr(h0c, ctx.saved_gates),
+            _null_or_ptr(h0c, ctx.cells), ptr(contiguous(d_out)), ptr(contiguous(d_hn)),
+            _null_or_ptr(h0c, dcn), ptr(d_gx), _null_or_ptr(h0c, d_gh), ptr(d_w), ptr(d_h0),
+            _null_or_ptr(h0c, d_c0), ptr(work), steps, batch, hidden)
+        d_b = d_gh.sum(0) if gru and ctx.needs_input_grad[2] else None
+        return d_gx, d_w, d_b, d_h0, d_c0, None, None
+
+    @staticmethod
+    def reference(mode, gates_x, w_hh, bias_h, h0, c0=None, reverse=False):
+        batch = h0.shape[0]
+        steps = gates_x.shape[0] // batch
+        gx = gates_x.reshape(steps, batch, -1)
+        h, c = h0, c0
+        out = [None] * steps
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            gh = h @ w_hh.T
+            if mode == "LSTM":
+                h, c = LSTMCellFused.reference(gx[t], gh, None, c)
+            elif mode == "GRU":
+                h = GRUCellFused.reference(gx[t], gh, bias_h, h)
+            else:
+                a = gx[t] + gh
+                h = np.tanh(a) if mode == "RNN_TANH" else np.maximum(a, 0.0)
+            out[t] = h
+        seq = np.concatenate(out, 0)
+        return (seq, h, c) if mode == "LSTM" else (seq, h)
+
+    @staticmethod
+    def samples():
+        r = np.random.default_rng(45)
+        n = r.standard_normal
+        return [(("LSTM", n((6, 8)), n((8, 2)), None, n((2, 2)), n((2, 2)), False), {}),
+                (("GRU", n((6, 9)), n((9, 3)), n(9), n((3, 3)), None, True), {}),
+                (("RNN_TANH", n((4, 3)), n((3, 3)), None, n((2, 3))), {}),
+                (("RNN_RELU", n((4, 3)), n((3, 3)), None, n((2, 3)), None, True), {})]
+
+
+def _sequence_grad_composed(mode, reverse, gates_x, w_hh, bias_h, h0, c0, d_out, d_hn,
+                            d_cn) -> tuple:
+    """The gradients of RecurrentSequence's inputs, written with Tensor ops: the forward's
+    steps recomputed from the inputs, then the reverse loop of the per-step gradients."""
+    from .linalg import matmul
+
+    batch = h0.shape[0]
+    steps = gates_x.shape[0] // batch
+    gxs = split_rows(gates_x, (batch,) * steps) if steps > 1 else (gates_x,)
+    douts = split_rows(d_out, (batch,) * steps) if steps > 1 else (d_out,)
+    order = list(range(steps - 1, -1, -1) if reverse else range(steps))
+    w_t = w_hh.t()
+    h, c = h0, c0
+    prev: dict = {}  # time index -> (h_prev, c_prev, gates_h, h)
+    for t in order:
+        gh = matmul(h, w_t)
+        if mode == "LSTM":
+            h_new, c_new = lstm_cell(gxs[t], gh, None, c)
+        elif mode == "GRU":
+            h_new, c_new = gru_cell(gxs[t], gh, bias_h, h), None
+        else:
+            a = gxs[t] + gh
+            h_new, c_new = (a.tanh() if mode == "RNN_TANH" else a.relu()), None
+        prev[t] = (h, c, gh, h_new)
+        h, c = h_new, c_new
+    dh, dc = d_hn, d_cn
+    d_gx: list = [None] * steps
+    d_w = d_b = None
+    for t in reversed(order):
+        hp, cp, gh, h = prev[t]
+        dht = dh + douts[t]
+        if mode == "LSTM":
+            dg, dc = _lstm_grad_composed(gxs[t], gh, None, cp, dht, dc)
+            dgh, dh = dg, matmul(dg, w_hh)
+        elif mode == "GRU":
+            dg, dgh, dhp = _gru_grad_composed(gxs[t], gh, bias_h, hp, dht)
+            dh = dhp + matmul(dgh, w_hh)
+            d_b = dgh.sum(0) if d_b is None else d_b + dgh.sum(0)
+        else:
+            slope = 1.0 - h * h if mode == "RNN_TANH" else h.sign()
+            dg = dgh = dht * slope
+            dh = matmul(dg, w_hh)
+        d_gx[t] = dg
+        dw = matmul(dgh.t(), hp)
+        d_w = dw if d_w is None else d_w + dw
+    d_b = d_b if bias_h is not None else None
+    return (_cat(d_gx, 0) if steps > 1 else d_gx[0]), d_w, d_b, dh, dc, None, None
+
+
+def recurrent_sequence(mode: str, gates_x: Tensor, w_hh: Tensor, bias_h: Tensor | None,
+                       h0: Tensor, c0: Tensor | None = None, reverse: bool = False) -> tuple:
+    """Every time step of one recurrent layer and direction in one kernel call (and one in the
+    backward). mode is "LSTM", "GRU", "RNN_TANH" or "RNN_RELU" (G = 4, 3, 1, 1 gates);
+    gates_x (steps * batch, G * hidden) the input side of all steps, time-major (LSTM and RNN:
+    both biases included; GRU: b_ih), w_hh (G * hidden, hidden), bias_h (3 * hidden,) GRU's
+    b_hh or None (None for the other modes), h0 and, for LSTM, c0 of shape (batch, hidden);
+    reverse runs from the last step to the first. Returns (out (steps * batch, hidden), h_n)
+    and, for LSTM, c_n as well.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops.rnn import recurrent_sequence
+        >>> out, h, c = recurrent_sequence("LSTM", st.zeros(6, 4), st.zeros(4, 1), None,
+        ...                                st.zeros(2, 1), st.ones(2, 1))
+        >>> out.shape, [round(v, 4) for v in c.flatten().tolist()]
+        ((6, 1), [0.125, 0.125])
+    """
+    op = "recurrent_sequence"
+    if mode not in _SEQ_MODES:
+        raise ValueError(f"{op}: unknown mode {mode!r}; expected one of {list(_SEQ_MODES)}")
+    lstm, gru = mode == "LSTM", mode == "GRU"
+    for name, t in (("gates_x", gates_x), ("w_hh", w_hh), ("h0", h0)):
+        if t.__class__ is not Tensor:
+            raise TypeError(f"{op}: {name} must be a Tensor, got {type(t).__name__}")
+    for name, t, want in (("bias_h", bias_h, gru), ("c0", c0, lstm)):
+        if t is not None and (not want or t.__class__ is not Tensor):
+            raise TypeError(f"{op}: {name} must be " + ("a Tensor or None" if want else "None")
+                            + f" for mode {mode}, got {type(t).__name__}")
+    if lstm and c0 is None:
+        raise TypeError(f"{op}: mode LSTM needs c0")
+    if h0.ndim != 2 or 0 in h0.shape:
+        raise ValueError(f"{op}: h0 must be a non-empty 2-D (batch, hidden) tensor, got shape "
+                         f"{h0.shape}")
+    batch, hidden = h0.shape
+    g = _SEQ_GATES[mode] * hidden
+    if gates_x.ndim != 2 or gates_x.shape[1] != g or gates_x.shape[0] % batch or \
+            gates_x.shape[0] == 0:
+        raise ValueError(f"{op}: gates_x must have shape (steps * {batch}, {g}) for h0 of shape "
+                         f"{h0.shape}, got {gates_x.shape}")
+    checks = [("w_hh", w_hh, (g, hidden)), ("bias_h", bias_h, (g,)), ("c0", c0, h0.shape)]
+    for name, t, want in checks:
+        if t is not None and t.shape != want:
+            raise ValueError(f"{op}: {name} must have shape {want}, got {t.shape}")
+    dtype = h0.dtype
+    if dtype.name not in ("float32", "float64"):
+        raise TypeError(f"{op}: expected float32 or float64 tensors, got {dtype.name}")
+    for name, t in (("gates_x", gates_x), ("w_hh", w_hh), ("bias_h", bias_h), ("c0", c0)):
+        if t is not None and t.dtype is not dtype:
+            raise TypeError(f"{op}: {name} has dtype {t.dtype.name} but h0 has {dtype.name}")
+    check_same_device(op, gates_x, w_hh, bias_h, h0, c0)
+    return apply(RecurrentSequence, gates_x, w_hh, bias_h, h0, c0, mode, bool(reverse))
+
+
+RecurrentSequence.fn = staticmethod(recurrent_sequence)
+
+
+def sequence_kernel_applies(x: Tensor) -> bool:
+    """Whether x's device has the whole-loop kernels for x's dtype (float32/float64 on the
+    CPU and CUDA backends).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops.rnn import sequence_kernel_applies
+        >>> sequence_kernel_applies(st.zeros(1)), sequence_kernel_applies(st.zeros(1).half())
+        (True, False)
+    """
+    if x.dtype.name not in ("float32", "float64"):
+        return False
+    return x._be.kernel(f"st_rnn_seq_forward_{x.dtype.suffix}") is not None
 
 
 # ---- a whole recurrent layer stack, as ONNX sees it ----------------------------------------------
