@@ -129,7 +129,33 @@ class Module(_hooks.ModuleHooks, _state.StateHooks):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _hooks.has_hooks(self):
             return _hooks.call_with_hooks(self, args, kwargs)
+        compiled = self.__dict__.get("_compiled_forward")
+        if compiled is not None and not kwargs and not _ag.is_grad_enabled():
+            return compiled(self.training, *args)
         return self.forward(*args, **kwargs)
+
+    def compile(self, **options) -> None:
+        """Run this module's forward in graph mode where nothing needs gradients (PyTorch's
+        `Module.compile`, compiling in place): calls under `no_grad()` or `inference_mode()`
+        are recorded once per input signature (shapes, dtypes, devices, train/eval mode) and
+        then replayed; calls that record gradients run eagerly, as before, so training is
+        unchanged (compile the whole training step with `st.compile(step)` to replay it).
+        Options are those of `st.compile`; keyword arguments to the module run eagerly.
+
+        Example:
+            >>> import singa_tensor as st
+            >>> net = st.nn.Sequential(st.nn.Linear(4, 3), st.nn.ReLU()).eval()
+            >>> net.compile()
+            >>> with st.inference_mode():
+            ...     ys = [net(st.ones(2, 4)) for _ in range(3)]  # eager, recorded, replayed
+            >>> ys[2].shape, bool((ys[2] == ys[0]).all())
+            ((2, 3), True)
+        """
+        from ..graph import CompiledStep  # graph mode is a layer above nn: a run-time call up
+
+        forward = self.forward
+        object.__setattr__(self, "_compiled_forward",
+                           CompiledStep(lambda training, *args: forward(*args), **options))
 
     # ---- registration ----------------------------------------------------------------------
     def _require_init(self, what: str) -> None:
