@@ -167,6 +167,16 @@ def test_non_contiguous_inputs():
     _close(got, want, "strided input")
 
 
+def test_an_empty_batch_takes_the_im2col_path():
+    x = st.zeros(0, 2, 5, 5, requires_grad=True)
+    w = st.ones(3, 2, 3, 3, requires_grad=True)
+    before = dict(onednn.calls)
+    y = st.conv2d(x, w, padding=1)
+    y.sum().backward()
+    assert y.shape == (0, 3, 5, 5) and onednn.calls == before
+    assert w.grad.abs().sum().item() == 0.0
+
+
 def test_float64_stays_on_im2col():
     x = st.tensor(rng.standard_normal((1, 2, 5, 5)))
     w = st.tensor(rng.standard_normal((3, 2, 3, 3)))

@@ -33,6 +33,9 @@ import threading
 
 import cffi
 
+from .. import dtype as _dt
+from . import cpu as _cpu
+
 # the C API of oneDNN v3 that the plans use; handles are opaque, enums are passed as ints
 _CDEF = """
 typedef struct dnnl_engine *dnnl_engine_t;
@@ -62,6 +65,7 @@ int dnnl_memory_desc_create_with_tag(dnnl_memory_desc_t *md, int ndims, const dn
     int data_type, int tag);
 int dnnl_memory_desc_destroy(dnnl_memory_desc_t md);
 int dnnl_memory_desc_equal(const_dnnl_memory_desc_t lhs, const_dnnl_memory_desc_t rhs);
+size_t dnnl_memory_desc_get_size(const_dnnl_memory_desc_t md);
 int dnnl_memory_create(dnnl_memory_t *memory, const_dnnl_memory_desc_t md, dnnl_engine_t engine,
     void *handle);
 int dnnl_memory_set_data_handle(dnnl_memory_t memory, void *handle);
@@ -106,7 +110,6 @@ _Q_IMPL_INFO, _Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_
 _ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS = 1, 17, 33, 41
 _ARG_DIFF_SRC, _ARG_DIFF_DST, _ARG_DIFF_WEIGHTS, _ARG_DIFF_BIAS = 129, 145, 161, 169
 _RUNTIME_OMP = 2
-_MEMORY_ALLOCATE = -1  # DNNL_MEMORY_ALLOCATE: the library allocates the buffer
 
 # the distributions that ship a libdnnl built on GNU OpenMP
 _PACKAGES = ("onednn-cpu-gomp",)
@@ -259,11 +262,10 @@ def _any_md(lib, shape):
     return _ffi.gc(md[0], lib.dnnl_memory_desc_destroy)
 
 
-def _memory(lib, md, handle=_ffi.NULL):
+def _memory(lib, md):
+    """A memory object without a buffer: each run sets the buffer it works on."""
     m = _ffi.new("dnnl_memory_t *")
-    if handle is _MEMORY_ALLOCATE:
-        handle = _ffi.cast("void *", -1)
-    _check(lib.dnnl_memory_create(m, md, _engine, handle), "dnnl_memory_create")
+    _check(lib.dnnl_memory_create(m, md, _engine, _ffi.NULL), "dnnl_memory_create")
     return _ffi.gc(m[0], lib.dnnl_memory_destroy)
 
 
@@ -297,16 +299,19 @@ class _Step:
 
 class _Operand:
     """One buffer of a convolution: the caller's NCHW memory, and, when oneDNN computes in
-    another layout, its own memory in that layout with the reorder between the two."""
+    another layout, a memory in that layout (`nbytes`, a buffer from the caching allocator for
+    the length of one run: plans hold no memory between runs) with the reorder between the
+    two."""
 
-    __slots__ = ("user", "inner", "reorder")
+    __slots__ = ("user", "inner", "reorder", "nbytes")
 
     def __init__(self, lib, user_md, want_md, into: bool):
         self.user = _memory(lib, user_md)
         if lib.dnnl_memory_desc_equal(user_md, want_md):
-            self.inner, self.reorder = self.user, None
+            self.inner, self.reorder, self.nbytes = self.user, None, 0
             return
-        self.inner = _memory(lib, want_md, _MEMORY_ALLOCATE)
+        self.inner = _memory(lib, want_md)
+        self.nbytes = lib.dnnl_memory_desc_get_size(want_md)
         src, dst = (user_md, want_md) if into else (want_md, user_md)
         pd = _ffi.new("dnnl_primitive_desc_t *")
         _check(lib.dnnl_reorder_primitive_desc_create(pd, src, _engine, dst, _engine,
@@ -376,13 +381,17 @@ class Conv2d:
         main = _Step(lib, pd, args)
         before = [op.reorder for op in ops[:len(ins)] if op.reorder is not None]
         after = [op.reorder for op in ops[len(ins):] if op.reorder is not None]
-        return [op.user for op in ops] + bias, before + [main] + after
+        inner = [(op.inner, op.nbytes) for op in ops if op.reorder is not None]
+        return [op.user for op in ops] + bias, inner, before + [main] + after
 
-    def _run(self, mems, steps, ptrs) -> None:
+    def _run(self, mems, inner, steps, ptrs) -> None:
         lib, stream = self.lib, _stream
+        scratch = [_cpu.empty((nbytes + 3) // 4, _dt.float32) for _, nbytes in inner]
         with self._lock:
             for m, p in zip(mems, ptrs):
                 lib.dnnl_memory_set_data_handle(m, p)
+            for (m, _), buf in zip(inner, scratch):
+                lib.dnnl_memory_set_data_handle(m, buf.ptr)
             for s in steps:
                 _check(lib.dnnl_primitive_execute(s.prim, stream, s.n, s.args),
                        "dnnl_primitive_execute")
@@ -395,7 +404,7 @@ class Conv2d:
                                                    (_Q_WEIGHTS, "wei", _ARG_WEIGHTS)],
                                     [(_Q_DST, "dst", _ARG_DST)], extra)
         calls["forward"] += 1
-        self._run(self._fwd[0], self._fwd[1], (x, w, y, b) if self.bias else (x, w, y))
+        self._run(*self._fwd, (x, w, y, b) if self.bias else (x, w, y))
 
     def backward_data(self, gy, w, gx) -> None:
         if self._bwd_data is None:
@@ -411,7 +420,7 @@ class Conv2d:
                                               (_Q_WEIGHTS, "wei", _ARG_WEIGHTS)],
                                          [(_Q_DIFF_SRC, "src", _ARG_DIFF_SRC)], [])
         calls["backward_data"] += 1
-        self._run(self._bwd_data[0], self._bwd_data[1], (gy, w, gx))
+        self._run(*self._bwd_data, (gy, w, gx))
 
     def backward_weights(self, x, gy, gw, gb) -> None:
         if self._bwd_weights is None:
@@ -430,7 +439,7 @@ class Conv2d:
                                             [(_Q_DIFF_WEIGHTS, "wei", _ARG_DIFF_WEIGHTS)], extra)
         calls["backward_weights"] += 1
         ptrs = (x, gy, gw, gb) if self.bias else (x, gy, gw)
-        self._run(self._bwd_weights[0], self._bwd_weights[1], ptrs)
+        self._run(*self._bwd_weights, ptrs)
 
 
 _plans: dict[tuple, Conv2d | None] = {}

@@ -24,7 +24,7 @@ def _launch(t: Tensor, fn, symbol: str):
 def plan_for(x: Tensor, weight: Tensor, bias, geo: tuple, pads: tuple, groups: int):
     """The backend's plan for this convolution, or None (the im2col path runs). Export traces
     keep the im2col path, whose ops all have ONNX forms."""
-    if x.dtype is not _dt.float32 or weight._be is not x._be:
+    if x.dtype is not _dt.float32 or weight._be is not x._be or not x.numel():
         return None
     if bias is not None and (bias.dtype is not _dt.float32 or bias._be is not x._be):
         return None
