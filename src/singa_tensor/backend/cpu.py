@@ -231,8 +231,9 @@ def conv2d_plan(n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups, b
     global _onednn
     if kh == kw == 1 and pads == (0, 0, 0, 0) and groups == 1:
         # conv2d computes these as one matrix product on the image itself (no im2col copy);
-        # oneDNN adds reorders to and from its blocked layout around a memory-bound kernel,
-        # which measured 1.3-2.4x slower forward+backward (bench/bench_conv.py, AVX2)
+        # oneDNN adds reorders to and from its blocked layout around a memory-bound kernel:
+        # forward+backward measured as fast to 1.8x slower (batch 16, 64-256 channels, one
+        # thread, AVX2), while every 3x3, strided, grouped and small-channel case gained
         return None
     if _onednn is None:
         from . import onednn as _onednn

@@ -17,7 +17,8 @@ Each convolution geometry (shapes, stride, padding, dilation, groups, bias, thre
 one `Conv2d` plan, made on its first use and cached: its primitives are created once (oneDNN
 chooses the memory format it computes in, usually a channel-blocked one), with reorders between
 our NCHW buffers and that format. A plan's three entry points take raw buffer pointers only, so
-graph mode records and replays them like any kernel.
+graph mode records and replays them like any kernel. `calls` counts how often each entry point
+ran, which tells which path a convolution took.
 
 Example:
     >>> from singa_tensor.backend import onednn
