@@ -28,7 +28,6 @@ Example:
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import threading
 
@@ -119,8 +118,7 @@ _state = {"enabled": os.environ.get("SINGA_TENSOR_ONEDNN", "1").strip() != "0"}
 _lib = None  # the loaded library, False once loading failed
 _why = None  # why it is not available
 _load_lock = threading.Lock()
-_ffi = cffi.FFI()
-_ffi.cdef(_CDEF)
+_ffi = None  # the cffi declarations, made on the first load (parsing them takes ~40 ms)
 _engine = _stream = None
 
 # how often each entry point ran (tests read it to see which path a convolution took)
@@ -135,6 +133,8 @@ def _library_path() -> str | None:
     own = os.environ.get("SINGA_TENSOR_ONEDNN_LIB")
     if own:
         return own
+    import importlib.metadata  # at the first convolution, not at import (~10 ms)
+
     for dist in _PACKAGES:
         try:
             files = importlib.metadata.distribution(dist).files or ()
@@ -148,7 +148,7 @@ def _library_path() -> str | None:
 
 def _load():
     """The library, or None (with the reason in _why) when it cannot be used here."""
-    global _lib, _why, _engine, _stream
+    global _lib, _why, _engine, _stream, _ffi
     if _lib is not None:
         return _lib or None
     with _load_lock:
@@ -159,6 +159,10 @@ def _load():
             _why = f"no oneDNN package is installed (pip install {_PACKAGES[0]})"
             _lib = False
             return None
+        if _ffi is None:
+            ffi = cffi.FFI()
+            ffi.cdef(_CDEF)
+            _ffi = ffi
         try:
             lib = _ffi.dlopen(path)
             version = lib.dnnl_version()
