@@ -5,7 +5,9 @@ Two primitives carry them: `_im2col` (every kernel window as a column) and its a
 product, transposed convolution a product followed by col2im, average pooling a sum over
 columns, max pooling a gather at indices found by a kernel. Adaptive average pooling and
 bilinear resizing are linear maps along each axis, applied as products with small matrices.
-Gradients of all of them, to any order, come from those pieces.
+Gradients of all of them, to any order, come from those pieces. Where the backend has a
+convolution of its own for a geometry (oneDNN, for float32 on the CPU), conv2d runs that
+instead (conv_onednn.py).
 """
 
 from __future__ import annotations
