@@ -26,6 +26,19 @@ pytestmark = pytest.mark.skipif(not onednn.is_available(),
                                 reason=f"oneDNN is not usable: {onednn.unavailable_reason()}")
 
 RTOL = 2e-5
+
+
+@pytest.fixture(autouse=True)
+def _on_the_cpu():
+    """oneDNN is the CPU backend's: these tests make CPU tensors whatever the session's device
+    under test (SINGA_TENSOR_DEVICE) is."""
+    before = st.get_default_device()
+    st.set_default_device("cpu")
+    try:
+        yield
+    finally:
+        st.set_default_device(before)
+
 rng = np.random.default_rng(11)
 
 
