@@ -1,7 +1,8 @@
 """`st.backends`: PyTorch's namespace of backend flags, for scripts that set them.
 
-The flags are stored and read back, and change nothing else: singa_tensor uses no cuDNN, no
-TF32 matmul and no MPS, and its kernels already give the same result on every run for the same
+`backends.mkldnn.enabled` chooses whether CPU convolutions may run on oneDNN. The other flags
+are stored and read back, and change nothing else: singa_tensor uses no cuDNN, no TF32 matmul
+and no MPS, and its kernels already give the same result on every run for the same
 inputs and thread count. `backends.cudnn` (`enabled`, `benchmark`, `deterministic`,
 `allow_tf32`), `backends.cuda.matmul.allow_tf32`, `backends.mps.is_available()` (False) and
 `st.use_deterministic_algorithms` accept what PyTorch accepts and validate it.
@@ -18,11 +19,12 @@ Example:
 
 from __future__ import annotations
 
-from . import cpu, cuda, cudnn, mps
+from . import cpu, cuda, cudnn, mkldnn, mps
 
 __all__ = [
     "are_deterministic_algorithms_enabled", "cpu", "cuda", "cudnn",
-    "get_float32_matmul_precision", "is_deterministic_algorithms_warn_only_enabled", "mps",
+    "get_float32_matmul_precision", "is_deterministic_algorithms_warn_only_enabled", "mkldnn",
+    "mps",
     "set_float32_matmul_precision", "use_deterministic_algorithms",
 ]
 

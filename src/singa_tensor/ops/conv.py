@@ -5,7 +5,9 @@ Two primitives carry them: `_im2col` (every kernel window as a column) and its a
 product, transposed convolution a product followed by col2im, average pooling a sum over
 columns, max pooling a gather at indices found by a kernel. Adaptive average pooling and
 bilinear resizing are linear maps along each axis, applied as products with small matrices.
-Gradients of all of them, to any order, come from those pieces.
+Gradients of all of them, to any order, come from those pieces. Where the backend has a
+convolution of its own for a geometry (oneDNN, for float32 on the CPU), conv2d runs that
+instead (conv_onednn.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 from .. import creation
 from .. import dtype as _dt
 from ..tensor import Tensor
+from . import conv_onednn as _planned
 from . import index as _index
 from ._registry import (
     REGISTRY,
@@ -234,6 +237,14 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
     geo = (kh, kw, stride[0], stride[1], pt, pl, dilation[0], dilation[1], oh, ow)
     if weight.dtype is not x4.dtype:
         raise TypeError(f"{op}: input is {x4.dtype.name} but weight is {weight.dtype.name}")
+    if bias is not None:
+        expect_tensor(op, bias, "bias")
+        if bias.shape != (o,):
+            raise ValueError(f"{op}: bias must have shape ({o},), got {bias.shape}")
+    plan = _planned.plan_for(x4, weight, bias, geo, (pt, pb, pl, pr), groups)
+    if plan is not None:  # the backend's own convolution (oneDNN on the CPU)
+        out = _planned.conv2d_planned(x4, weight, bias, plan)
+        return out.squeeze(0) if squeeze else out
     if kh == kw == 1 and pt == pb == pl == pr == 0:
         # a 1x1 kernel reads each pixel once: the (strided) image is already the column
         # matrix, so the product runs on it directly, without an im2col copy
@@ -245,9 +256,6 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
     wm = weight.reshape(groups, o // groups, cg * kh * kw)
     out = (wm @ cols).reshape(n, o, oh, ow)
     if bias is not None:
-        expect_tensor(op, bias, "bias")
-        if bias.shape != (o,):
-            raise ValueError(f"{op}: bias must have shape ({o},), got {bias.shape}")
         out = out + bias.reshape(1, o, 1, 1)
     return out.squeeze(0) if squeeze else out
 
