@@ -294,9 +294,9 @@ class RNNBase(Module):
         # here, GRU keeps b_hh for the cell (its n gate scales h's part by r)
         if b_ih is not None:
             b = b_ih if mode == "GRU" else b_ih + b_hh
-            gx = _ops.addmm(b, x, w_ih.t())
+            gx = F.linear(x, w_ih, b)
         else:
-            gx = _ops.matmul(x, w_ih.t())
+            gx = F.linear(x, w_ih)
         cell_bias = b_hh if mode == "GRU" else None
         if self._sequence_kernel and w_hr is None and bsz.count(bsz[0]) == len(bsz) and \
                 _cells.sequence_kernel_applies(x):
