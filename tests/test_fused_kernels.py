@@ -385,6 +385,54 @@ def test_activation_double_backward_still_composes(name, run, composed):
     assert_close(gx, _act_grad_np(name, to_numpy(x)), rtol=1e-12, atol=1e-14)
 
 
+# ---- graph mode ---------------------------------------------------------------------------------
+
+
+def _norm_act_train(graph: bool, steps: int = 5):
+    from singa_tensor import nn, optim
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(8, 12)
+            self.ln = nn.LayerNorm(12)
+            self.gn = nn.GroupNorm(3, 12)
+            self.b = nn.Linear(12, 4)
+
+        def forward(self, x):
+            h = F.gelu(self.ln(self.a(x)), approximate="tanh")
+            h = F.silu(self.gn(h.unsqueeze(2)).squeeze(2))
+            return self.b(F.gelu(h))
+
+    st.manual_seed(0)
+    model = Net()
+    model.to(DEVICE)
+    o = optim.SGD(model.parameters(), lr=0.1)
+    r = np.random.default_rng(2)
+    data = [(as_tensor(r.standard_normal((6, 8)).astype(np.float32)),
+             as_tensor(r.integers(0, 4, 6).astype(np.int64))) for _ in range(steps)]
+
+    def step(x, y):
+        o.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        o.step()
+        return loss
+
+    fn = st.compile(step) if graph else step
+    losses = [fn(x, y).item() for x, y in data]
+    return losses, [to_numpy(p) for p in model.parameters()], fn
+
+
+def test_graph_mode_replays_the_fused_kernels_as_eager_runs_them():
+    le, pe, _ = _norm_act_train(False)
+    lg, pg, fn = _norm_act_train(True)
+    assert fn.replays == 3  # one eager warm-up step, one recorded, three replayed
+    assert_close(lg, le, rtol=1e-6, atol=1e-7)
+    for a, e in zip(pg, pe):
+        assert_close(a, e, rtol=1e-6, atol=1e-7)
+
+
 # ---- the CUDA kernels (real or emulated) against the CPU's ---------------------------------------
 
 
