@@ -236,6 +236,22 @@ def test_layer_norm_affine_gradients_have_the_same_bits_for_any_thread_count():
             assert np.array_equal(a, e)
 
 
+def test_layer_norm_empty_rows_and_non_contiguous_weight():
+    x = as_tensor(np.zeros((0, 4), np.float32), requires_grad=True)
+    w = as_tensor(np.ones((4, 2), np.float32), requires_grad=True)
+    b = as_tensor(np.ones(4, np.float32), requires_grad=True)
+    wt = w[:, 0]  # a strided view
+    assert not wt.is_contiguous()
+    y = st.layer_norm(x, 4, wt, b)
+    assert y.shape == (0, 4)
+    y.sum().backward()
+    assert_close(w.grad, np.zeros((4, 2)), rtol=0, atol=0)
+    assert_close(b.grad, np.zeros(4), rtol=0, atol=0)
+    x = as_tensor(RNG.standard_normal((3, 4)).astype(np.float32))
+    want = _layer_norm_composed(x, 1, wt, b, 1e-5)
+    _close_ulps(st.layer_norm(x, 4, wt, b), to_numpy(want), np.float32)
+
+
 def test_layer_norm_half_precision_computes_in_float32():
     x = RNG.standard_normal((8, 16)).astype(np.float32)
     xt = as_tensor(x).to(st.bfloat16).requires_grad_()

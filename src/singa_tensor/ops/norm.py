@@ -278,8 +278,14 @@ def _rows(x: Tensor, k: int) -> tuple:
     return rows, n
 
 
+def _contiguous_all(*ts) -> list:
+    """Each tensor contiguous (None stays None), held by the caller while a kernel reads them:
+    a copy dropped right after ptr() would free memory the kernel still reads."""
+    return [None if t is None else contiguous(t) for t in ts]
+
+
 def _null_or_ptr(ref: Tensor, t):
-    return ref._be.ffi.NULL if t is None else ptr(contiguous(t))
+    return ref._be.ffi.NULL if t is None else ptr(t)
 
 
 @register
@@ -294,11 +300,11 @@ class LayerNormFused(OpSpec):
     @staticmethod
     def forward(ctx, x, weight, bias, k, eps):
         rows, n = _rows(x, k)
-        xc = contiguous(x)
+        xc, wc, bc = _contiguous_all(x, weight, bias)
         out = Tensor._empty(x._shape, x.dtype, x._device, x._be)
         mean = Tensor._empty((rows,), x.dtype, x._device, x._be)
         rstd = Tensor._empty((rows,), x.dtype, x._device, x._be)
-        kernel(x, "layer_norm")(ptr(xc), _null_or_ptr(x, weight), _null_or_ptr(x, bias),
+        kernel(x, "layer_norm")(ptr(xc), _null_or_ptr(x, wc), _null_or_ptr(x, bc),
                                 ptr(out), ptr(mean), ptr(rstd), rows, n, eps)
         ctx.save_for_backward(x, weight)
         ctx.xc = xc if xc is not x else None
@@ -323,9 +329,10 @@ class LayerNormFused(OpSpec):
         db = maybe(shape, need_b)
         if g.dtype is not x.dtype:
             g = cast(g, x.dtype)
+        gc, wc = _contiguous_all(g, weight)
         kernel(x, "layer_norm_backward")(
-            ptr(ctx.xc if ctx.xc is not None else x), ptr(contiguous(g)), ptr(ctx.mean),
-            ptr(ctx.rstd), _null_or_ptr(x, weight),
+            ptr(ctx.xc if ctx.xc is not None else x), ptr(gc), ptr(ctx.mean), ptr(ctx.rstd),
+            _null_or_ptr(x, wc),
             *(null if t is None else ptr(t) for t in (dx, dw, db)), rows, n)
         return dx, dw, db, None, None
 
@@ -426,11 +433,11 @@ class GroupNormFused(OpSpec):
     @staticmethod
     def forward(ctx, x, weight, bias, groups, eps):
         batch, c, inner = _planes(x)
-        xc = contiguous(x)
+        xc, wc, bc = _contiguous_all(x, weight, bias)
         out = Tensor._empty(x._shape, x.dtype, x._device, x._be)
         mean = Tensor._empty((batch * groups,), x.dtype, x._device, x._be)
         rstd = Tensor._empty((batch * groups,), x.dtype, x._device, x._be)
-        kernel(x, "group_norm")(ptr(xc), _null_or_ptr(x, weight), _null_or_ptr(x, bias),
+        kernel(x, "group_norm")(ptr(xc), _null_or_ptr(x, wc), _null_or_ptr(x, bc),
                                 ptr(out), ptr(mean), ptr(rstd), batch, c, groups, inner, eps)
         ctx.save_for_backward(x, weight)
         ctx.xc = xc if xc is not x else None
@@ -454,9 +461,10 @@ class GroupNormFused(OpSpec):
         db = maybe((c,), need_b)
         if g.dtype is not x.dtype:
             g = cast(g, x.dtype)
+        gc, wc = _contiguous_all(g, weight)
         kernel(x, "group_norm_backward")(
-            ptr(ctx.xc if ctx.xc is not None else x), ptr(contiguous(g)), ptr(ctx.mean),
-            ptr(ctx.rstd), _null_or_ptr(x, weight),
+            ptr(ctx.xc if ctx.xc is not None else x), ptr(gc), ptr(ctx.mean), ptr(ctx.rstd),
+            _null_or_ptr(x, wc),
             *(null if t is None else ptr(t) for t in (dx, dw, db)), batch, c, ctx.groups, inner)
         return dx, dw, db, None, None
 
