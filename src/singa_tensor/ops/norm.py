@@ -279,8 +279,9 @@ def _rows(x: Tensor, k: int) -> tuple:
 
 
 def _contiguous_all(*ts) -> list:
-    """Each tensor contiguous (None stays None), held by the caller while a kernel reads them:
-    a copy dropped right after ptr() would free memory the kernel still reads."""
+    """Each tensor contiguous (None stays None), for the caller to hold until its kernel has
+    run, so that no copy's memory goes back to the allocator while a kernel call (or a graph
+    recording of it) still refers to it."""
     return [None if t is None else contiguous(t) for t in ts]
 
 
