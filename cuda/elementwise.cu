@@ -64,6 +64,19 @@ void unary(const T* x, T* y, int64_t n, double alpha, double beta, void* stream)
   map(x, y, n, Bound<T, F>{T(alpha), T(beta)}, stream);
 }
 
+// dx = g * f'(x), F one of the unary gradient functors of functors.h
+template <class T, class F>
+__global__ void unary_grad_kernel(const T* x, const T* g, T* dx, int64_t n, T a, T b) {
+  F f;
+  for (int64_t i = thread_index(); i < n; i += thread_count()) dx[i] = f(x[i], g[i], a, b);
+}
+
+template <class T, class F>
+void unary_grad(const T* x, const T* g, T* dx, int64_t n, double alpha, double beta,
+                void* stream) {
+  launch_1d(unary_grad_kernel<T, F>, n, stream, x, g, dx, n, T(alpha), T(beta));
+}
+
 // ---- binary: out (contiguous) = f(a, b), a and b strided views broadcast to shape ------------
 template <int N, class T, class R, class F>
 __global__ void binary_contiguous_kernel(const T* a, const T* b, R* out, int64_t n) {
@@ -182,6 +195,14 @@ extern "C" {
 ST_FLOAT_TYPES(ST_DEF_UNARY_FLOAT, _)
 ST_INT_TYPES(ST_DEF_UNARY_INT, _)
 ST_DEF_UNARY(logical_not, u8, uint8_t)
+
+#define ST_DEF_UNARY_GRAD(op, sfx, T)                                                   \
+  void st_##op##_backward_##sfx(const T* x, const T* g, T* dx, int64_t n, double alpha,   \
+                                double beta, void* stream) {                              \
+    st::cuda::unary_grad<T, st::fn::op##_backward>(x, g, dx, n, alpha, beta, stream);     \
+  }
+#define ST_DEF_UNARY_GRAD_T(sfx, T, _) ST_UNARY_GRAD_OPS(ST_DEF_UNARY_GRAD, sfx, T)
+ST_FLOAT_TYPES(ST_DEF_UNARY_GRAD_T, _)
 
 #define ST_DEF_FLOAT_TEST(sfx, T, _)                                                      \
   void st_isnan_##sfx(const T* x, uint8_t* y, int64_t n, void* stream) {                 \

@@ -2,6 +2,8 @@
 // cpp/src/norm.cc. Statistics and gradient sums take one block per channel: each thread sums
 // its share in the element type, the block combines the shares in double (as the CPU combines
 // its per-plane sums), and the variance is a second pass about the rounded mean, like the CPU's.
+// Layer and group normalization take one block per row, summing in double in two passes as the
+// CPU does; the affine gradients are summed in a fixed order (bits independent of the grid).
 #include <cmath>
 
 #include "common.cuh"
@@ -112,6 +114,185 @@ unsigned channel_blocks(int64_t c) {
   return unsigned(c < kMaxChannelBlocks ? c : kMaxChannelBlocks);
 }
 
+// ---- layer and group normalization over rows ---------------------------------------------------
+constexpr int kColRows = 8;  // rows of threads in a block of the column-sum kernel
+
+// threads for a block that walks a row of n elements: a multiple of 32, at most 256
+int row_threads(int64_t n) {
+  const int64_t t = (n + 31) / 32 * 32;
+  return int(t < 32 ? 32 : (t > cuda::kThreads ? cuda::kThreads : t));
+}
+
+// mean and 1 / sqrt(biased var + eps) of the row at x, in two passes summed in double; every
+// thread of the block gets them
+template <class T>
+__device__ __forceinline__ void row_stats(const T* x, int64_t n, double eps, T* mean, T* rstd) {
+  double s = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += double(x[j]);
+  const double mu = cuda::block_reduce(s, fn::add{}, 0.0) / double(n);
+  double ss = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const double d = double(x[j]) - mu;
+    ss += d * d;
+  }
+  const double var = cuda::block_reduce(ss, fn::add{}, 0.0) / double(n);
+  *mean = T(mu);
+  *rstd = T(1 / std::sqrt(var + eps));
+}
+
+// one row of group norm, whose element j takes the weight and bias of channel c0 + j / inner,
+// c0 = (row % groups) * cpg; layer norm's row is groups = 1, cpg = n, inner = 1
+template <class T>
+__global__ void rownorm_forward_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                       const T* __restrict__ b, T* __restrict__ y,
+                                       T* __restrict__ mean, T* __restrict__ rstd, int64_t rows,
+                                       int64_t n, int64_t groups, int64_t cpg, int64_t inner,
+                                       double eps) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * n;
+    T* yr = y + r * n;
+    T m, rs;
+    row_stats(xr, n, eps, &m, &rs);
+    if (threadIdx.x == 0) {
+      mean[r] = m;
+      rstd[r] = rs;
+    }
+    const int64_t c0 = (r % groups) * cpg;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const int64_t c = inner == 1 ? c0 + j : c0 + j / inner;
+      T v = (xr[j] - m) * rs;
+      if (w) v = v * w[c];
+      if (b) v = v + b[c];
+      yr[j] = v;
+    }
+  }
+}
+
+template <class T>
+__global__ void rownorm_dx_kernel(const T* __restrict__ x, const T* __restrict__ dy,
+                                  const T* __restrict__ mean, const T* __restrict__ rstd,
+                                  const T* __restrict__ w, T* __restrict__ dx, int64_t rows,
+                                  int64_t n, int64_t groups, int64_t cpg, int64_t inner) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * n;
+    const T* gr = dy + r * n;
+    const T m = mean[r], rs = rstd[r];
+    const int64_t c0 = (r % groups) * cpg;
+    double s1 = 0, s2 = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const T gw = w ? gr[j] * w[inner == 1 ? c0 + j : c0 + j / inner] : gr[j];
+      s1 += double(gw);
+      s2 += double(gw * ((xr[j] - m) * rs));
+    }
+    s1 = cuda::block_reduce(s1, fn::add{}, 0.0);
+    s2 = cuda::block_reduce(s2, fn::add{}, 0.0);
+    const T a = T(s1 / double(n)), c = T(s2 / double(n));
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const T gw = w ? gr[j] * w[inner == 1 ? c0 + j : c0 + j / inner] : gr[j];
+      dx[r * n + j] = rs * (gw - a - ((xr[j] - m) * rs) * c);
+    }
+  }
+}
+
+// layer norm's dweight, dbias: a block of 32 columns x kColRows rows of threads; thread (tx, ty)
+// sums the rows ty, ty + kColRows, ... of its column in double, and the kColRows partial sums
+// are added in order
+template <class T>
+__global__ void ln_affine_grad_kernel(const T* __restrict__ x, const T* __restrict__ dy,
+                                      const T* __restrict__ mean, const T* __restrict__ rstd,
+                                      T* __restrict__ dw, T* __restrict__ db, int64_t rows,
+                                      int64_t n) {
+  __shared__ double pw[kColRows][32], pb[kColRows][32];
+  const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  double aw = 0, ab = 0;
+  if (j < n)
+    for (int64_t r = threadIdx.y; r < rows; r += kColRows) {
+      const T g = dy[r * n + j];
+      aw += double(g * ((x[r * n + j] - mean[r]) * rstd[r]));
+      ab += double(g);
+    }
+  pw[threadIdx.y][threadIdx.x] = aw;
+  pb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= n) return;
+  double sw = 0, sb = 0;
+  for (int k = 0; k < kColRows; ++k) {
+    sw += pw[k][threadIdx.x];
+    sb += pb[k][threadIdx.x];
+  }
+  if (dw) dw[j] = T(sw);
+  if (db) db[j] = T(sb);
+}
+
+// group norm's dweight, dbias: one block per channel over its batch * inner elements
+template <class T>
+__global__ void gn_affine_grad_kernel(const T* __restrict__ x, const T* __restrict__ dy,
+                                      const T* __restrict__ mean, const T* __restrict__ rstd,
+                                      T* __restrict__ dw, T* __restrict__ db, int64_t batch,
+                                      int64_t channels, int64_t groups, int64_t inner) {
+  const int64_t cpg = channels / groups, count = batch * inner;
+  for (int64_t ch = blockIdx.x; ch < channels; ch += gridDim.x) {
+    double aw = 0, ab = 0;
+    for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+      const int64_t o = k / inner, i = k - o * inner;
+      const int64_t r = o * groups + ch / cpg, at = (o * channels + ch) * inner + i;
+      const T g = dy[at];
+      aw += double(g * ((x[at] - mean[r]) * rstd[r]));
+      ab += double(g);
+    }
+    aw = cuda::block_reduce(aw, fn::add{}, 0.0);
+    ab = cuda::block_reduce(ab, fn::add{}, 0.0);
+    if (threadIdx.x == 0) {
+      if (dw) dw[ch] = T(aw);
+      if (db) db[ch] = T(ab);
+    }
+  }
+}
+
+template <class T>
+void rownorm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t rows,
+                     int64_t n, int64_t groups, int64_t cpg, int64_t inner, double eps,
+                     void* stream) {
+  if (rows <= 0 || n <= 0) return;
+  rownorm_forward_kernel<T><<<channel_blocks(rows), row_threads(n), 0, cuda::as_stream(stream)>>>(
+      x, w, b, y, mean, rstd, rows, n, groups, cpg, inner, eps);
+  st_cuda_check_launch();
+}
+
+template <class T>
+void rownorm_dx(const T* x, const T* dy, const T* mean, const T* rstd, const T* w, T* dx,
+                int64_t rows, int64_t n, int64_t groups, int64_t cpg, int64_t inner,
+                void* stream) {
+  if (dx == nullptr || rows <= 0 || n <= 0) return;
+  rownorm_dx_kernel<T><<<channel_blocks(rows), row_threads(n), 0, cuda::as_stream(stream)>>>(
+      x, dy, mean, rstd, w, dx, rows, n, groups, cpg, inner);
+  st_cuda_check_launch();
+}
+
+template <class T>
+void ln_backward(const T* x, const T* dy, const T* mean, const T* rstd, const T* w, T* dx, T* dw,
+                 T* db, int64_t rows, int64_t n, void* stream) {
+  if (n <= 0) return;
+  rownorm_dx(x, dy, mean, rstd, w, dx, rows, n, int64_t(1), n, int64_t(1), stream);
+  if (dw == nullptr && db == nullptr) return;
+  ln_affine_grad_kernel<T><<<unsigned((n + 31) / 32), dim3(32, kColRows), 0,
+                             cuda::as_stream(stream)>>>(x, dy, mean, rstd, dw, db, rows, n);
+  st_cuda_check_launch();
+}
+
+template <class T>
+void gn_backward(const T* x, const T* dy, const T* mean, const T* rstd, const T* w, T* dx, T* dw,
+                 T* db, int64_t batch, int64_t channels, int64_t groups, int64_t inner,
+                 void* stream) {
+  const int64_t cpg = channels / groups;
+  rownorm_dx(x, dy, mean, rstd, w, dx, batch * groups, cpg * inner, groups, cpg, inner, stream);
+  if ((dw == nullptr && db == nullptr) || channels <= 0) return;
+  gn_affine_grad_kernel<T><<<channel_blocks(channels), row_threads(batch * inner), 0,
+                             cuda::as_stream(stream)>>>(x, dy, mean, rstd, dw, db, batch,
+                                                        channels, groups, inner);
+  st_cuda_check_launch();
+}
+
 template <class T>
 void stats(const T* x, T* mean, T* var, int64_t outer, int64_t c, int64_t inner, void* stream) {
   if (c <= 0) return;  // an empty batch still writes mean 0 and var 0 per channel
@@ -164,4 +345,31 @@ extern "C" {
     st::backward(x, dy, mean, var, weight, dx, dweight, dbias, outer, c, inner, eps, stream);  \
   }
 ST_FLOAT_TYPES(ST_CUDA_DEF_BNORM, _)
+
+#define ST_CUDA_DEF_LNORM(sfx, T, _)                                                           \
+  void st_layer_norm_##sfx(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd, \
+                           int64_t rows, int64_t n, double eps, void* stream) {                \
+    st::rownorm_forward(x, weight, bias, y, mean, rstd, rows, n, int64_t(1), n, int64_t(1),    \
+                        eps, stream);                                                          \
+  }                                                                                            \
+  void st_layer_norm_backward_##sfx(const T* x, const T* dy, const T* mean, const T* rstd,     \
+                                    const T* weight, T* dx, T* dweight, T* dbias, int64_t rows, \
+                                    int64_t n, void* stream) {                                 \
+    st::ln_backward(x, dy, mean, rstd, weight, dx, dweight, dbias, rows, n, stream);           \
+  }                                                                                            \
+  void st_group_norm_##sfx(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd, \
+                           int64_t batch, int64_t channels, int64_t groups, int64_t inner,     \
+                           double eps, void* stream) {                                         \
+    const int64_t cpg = channels / groups;                                                     \
+    st::rownorm_forward(x, weight, bias, y, mean, rstd, batch * groups, cpg * inner, groups,   \
+                        cpg, inner, eps, stream);                                              \
+  }                                                                                            \
+  void st_group_norm_backward_##sfx(const T* x, const T* dy, const T* mean, const T* rstd,     \
+                                    const T* weight, T* dx, T* dweight, T* dbias,              \
+                                    int64_t batch, int64_t channels, int64_t groups,           \
+                                    int64_t inner, void* stream) {                             \
+    st::gn_backward(x, dy, mean, rstd, weight, dx, dweight, dbias, batch, channels, groups,    \
+                    inner, stream);                                                            \
+  }
+ST_FLOAT_TYPES(ST_CUDA_DEF_LNORM, _)
 }

@@ -15,6 +15,17 @@ void unary(const T* x, T* y, int64_t n, double alpha, double beta) {
   });
 }
 
+// dx = g * f'(x) in one pass, F a functor of functors.h's unary gradients
+template <class T, class F>
+void unary_grad(const T* x, const T* g, T* dx, int64_t n, double alpha, double beta) {
+  const T a = T(alpha), b = T(beta);
+  F f;
+  parallel_for(n, 2, [&](int64_t s, int64_t e) {
+#pragma omp simd
+    for (int64_t i = s; i < e; ++i) dx[i] = f(x[i], g[i], a, b);
+  });
+}
+
 // out (contiguous) = f(a, b) where a and b are strided views broadcast to shape
 template <class T, class R, class F>
 void binary(const T* a, const T* b, R* out, int ndim, const int64_t* shape, const int64_t* sa,
@@ -83,6 +94,14 @@ extern "C" {
 ST_FLOAT_TYPES(ST_DEF_UNARY_FLOAT, _)
 ST_INT_TYPES(ST_DEF_UNARY_INT, _)
 ST_DEF_UNARY(logical_not, u8, uint8_t)
+
+#define ST_DEF_UNARY_GRAD(op, sfx, T)                                                   \
+  void st_##op##_backward_##sfx(const T* x, const T* g, T* dx, int64_t n, double alpha,   \
+                                double beta) {                                            \
+    st::unary_grad<T, st::fn::op##_backward>(x, g, dx, n, alpha, beta);                   \
+  }
+#define ST_DEF_UNARY_GRAD_T(sfx, T, _) ST_UNARY_GRAD_OPS(ST_DEF_UNARY_GRAD, sfx, T)
+ST_FLOAT_TYPES(ST_DEF_UNARY_GRAD_T, _)
 
 #define ST_DEF_FLOAT_TEST(sfx, T, _)                                                            \
   void st_isnan_##sfx(const T* x, uint8_t* y, int64_t n) { st::float_test<T>(x, y, n, 0); } \

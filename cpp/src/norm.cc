@@ -1,6 +1,9 @@
 // Batch normalization over [outer, c, inner] (channels in the middle). Statistics are summed
 // per (outer, channel) plane in the element type, where the loop vectorises, and across planes
 // in double, so a float32 mean over millions of elements keeps its precision.
+// Layer and group normalization over rows: each row's statistics in two passes in double, the
+// rows split over threads; the affine gradients sum each column (channel) in row order, so
+// their bits do not depend on the thread count.
 #include <cmath>
 #include <vector>
 
@@ -105,8 +108,229 @@ void bn_backward(const T* x, const T* dy, const T* mean, const T* var, const T* 
   });
 }
 
+// ---- layer and group normalization -------------------------------------------------------------
+
+// mean and 1 / sqrt(biased var + eps) of the n elements at x: the mean in a first pass, the
+// variance in a second about it, both summed in double
+template <class T>
+void row_stats(const T* x, int64_t n, double eps, T* mean, T* rstd) {
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < n; ++j) s += double(x[j]);
+  const double mu = n > 0 ? s / double(n) : 0.0;
+  double ss = 0;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t j = 0; j < n; ++j) {
+    const double d = double(x[j]) - mu;
+    ss += d * d;
+  }
+  *mean = T(mu);
+  *rstd = T(1 / std::sqrt((n > 0 ? ss / double(n) : 0.0) + eps));
+}
+
+// y = (x - m) * rs * w + b over one row, weight and bias per element (either may be null)
+template <class T>
+void ln_row(const T* x, const T* w, const T* b, T* y, int64_t n, T m, T rs) {
+  if (w && b) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) * rs * w[j] + b[j];
+  } else if (w) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) * rs * w[j];
+  } else if (b) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) * rs + b[j];
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) * rs;
+  }
+}
+
+template <class T>
+void ln_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t rows,
+                int64_t n, double eps) {
+  parallel_for(rows, 3 * n, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      T m, rs;
+      row_stats(x + r * n, n, eps, &m, &rs);
+      mean[r] = m;
+      rstd[r] = rs;
+      ln_row(x + r * n, w, b, y + r * n, n, m, rs);
+    }
+  });
+}
+
+// dx of one row of n elements: gw = dy * w (w per element, or the scalar ws when w is null),
+// dx = rs * (gw - mean gw - xhat * mean(gw * xhat)); sums in double
+template <class T>
+void ln_row_dx(const T* x, const T* dy, const T* w, T ws, T* dx, int64_t n, T m, T rs) {
+  double s1 = 0, s2 = 0;
+#pragma omp simd reduction(+ : s1, s2)
+  for (int64_t j = 0; j < n; ++j) {
+    const T gw = dy[j] * (w ? w[j] : ws);
+    s1 += double(gw);
+    s2 += double(gw * ((x[j] - m) * rs));
+  }
+  const T a = T(s1 / double(n)), c = T(s2 / double(n));
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    const T xh = (x[j] - m) * rs;
+    dx[j] = rs * (dy[j] * (w ? w[j] : ws) - a - xh * c);
+  }
+}
+
+template <class T>
+void ln_backward(const T* x, const T* dy, const T* mean, const T* rstd, const T* w, T* dx, T* dw,
+                 T* db, int64_t rows, int64_t n) {
+  if (dx)
+    parallel_for(rows, 4 * n, [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r)
+        ln_row_dx(x + r * n, dy + r * n, w, T(1), dx + r * n, n, mean[r], rstd[r]);
+    });
+  if (dw == nullptr && db == nullptr) return;
+  // threads own column ranges and walk every row in order
+  parallel_for(n, 2 * rows, [&](int64_t jb, int64_t je) {
+    const int64_t len = je - jb;
+    std::vector<double> aw(len, 0.0), ab(len, 0.0);
+    double* pw = aw.data();
+    double* pb = ab.data();
+    for (int64_t r = 0; r < rows; ++r) {
+      const T m = mean[r], rs = rstd[r];
+      const T* xr = x + r * n + jb;
+      const T* gr = dy + r * n + jb;
+#pragma omp simd
+      for (int64_t j = 0; j < len; ++j) {
+        pw[j] += double(gr[j] * ((xr[j] - m) * rs));
+        pb[j] += double(gr[j]);
+      }
+    }
+    for (int64_t j = 0; j < len; ++j) {
+      if (dw) dw[jb + j] = T(pw[j]);
+      if (db) db[jb + j] = T(pb[j]);
+    }
+  });
+}
+
+// group norm: rows of [batch * groups, cpg * inner], each channel's plane of inner elements
+// taking its own weight and bias
+template <class T>
+void gn_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t batch,
+                int64_t channels, int64_t groups, int64_t inner, double eps) {
+  const int64_t cpg = channels / groups, n = cpg * inner;
+  parallel_for(batch * groups, 3 * n, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      T m, rs;
+      row_stats(x + r * n, n, eps, &m, &rs);
+      mean[r] = m;
+      rstd[r] = rs;
+      const int64_t c0 = (r % groups) * cpg;
+      for (int64_t k = 0; k < cpg; ++k) {
+        const T* wc = w ? w + c0 + k : nullptr;
+        const T* bc = b ? b + c0 + k : nullptr;
+        const T* xp = x + r * n + k * inner;
+        T* yp = y + r * n + k * inner;
+        const T wv = wc ? *wc : T(1), bv = bc ? *bc : T(0);
+        if (wc && bc) {
+#pragma omp simd
+          for (int64_t i = 0; i < inner; ++i) yp[i] = (xp[i] - m) * rs * wv + bv;
+        } else if (wc) {
+#pragma omp simd
+          for (int64_t i = 0; i < inner; ++i) yp[i] = (xp[i] - m) * rs * wv;
+        } else if (bc) {
+#pragma omp simd
+          for (int64_t i = 0; i < inner; ++i) yp[i] = (xp[i] - m) * rs + bv;
+        } else {
+#pragma omp simd
+          for (int64_t i = 0; i < inner; ++i) yp[i] = (xp[i] - m) * rs;
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void gn_backward(const T* x, const T* dy, const T* mean, const T* rstd, const T* w, T* dx, T* dw,
+                 T* db, int64_t batch, int64_t channels, int64_t groups, int64_t inner) {
+  const int64_t cpg = channels / groups, n = cpg * inner;
+  if (dx)
+    parallel_for(batch * groups, 4 * n, [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
+        const T m = mean[r], rs = rstd[r];
+        const int64_t c0 = (r % groups) * cpg;
+        const T* xr = x + r * n;
+        const T* gr = dy + r * n;
+        double s1 = 0, s2 = 0;
+        for (int64_t k = 0; k < cpg; ++k) {
+          const T wv = w ? w[c0 + k] : T(1);
+          const T* xp = xr + k * inner;
+          const T* gp = gr + k * inner;
+#pragma omp simd reduction(+ : s1, s2)
+          for (int64_t i = 0; i < inner; ++i) {
+            const T gw = gp[i] * wv;
+            s1 += double(gw);
+            s2 += double(gw * ((xp[i] - m) * rs));
+          }
+        }
+        const T a = T(s1 / double(n)), c = T(s2 / double(n));
+        for (int64_t k = 0; k < cpg; ++k) {
+          const T wv = w ? w[c0 + k] : T(1);
+          const T* xp = xr + k * inner;
+          const T* gp = gr + k * inner;
+          T* op = dx + r * n + k * inner;
+#pragma omp simd
+          for (int64_t i = 0; i < inner; ++i)
+            op[i] = rs * (gp[i] * wv - a - ((xp[i] - m) * rs) * c);
+        }
+      }
+    });
+  if (dw == nullptr && db == nullptr) return;
+  parallel_for(channels, 2 * batch * inner, [&](int64_t cb, int64_t ce) {
+    for (int64_t ch = cb; ch < ce; ++ch) {
+      const int64_t g = ch / cpg;
+      double sw = 0, sb = 0;
+      for (int64_t o = 0; o < batch; ++o) {
+        const int64_t r = o * groups + g;
+        const T m = mean[r], rs = rstd[r];
+        const T* xp = x + (o * channels + ch) * inner;
+        const T* gp = dy + (o * channels + ch) * inner;
+#pragma omp simd reduction(+ : sw, sb)
+        for (int64_t i = 0; i < inner; ++i) {
+          sw += double(gp[i] * ((xp[i] - m) * rs));
+          sb += double(gp[i]);
+        }
+      }
+      if (dw) dw[ch] = T(sw);
+      if (db) db[ch] = T(sb);
+    }
+  });
+}
+
 }  // namespace
 }  // namespace st
+
+#define ST_DEF_LNORM(sfx, T, _)                                                                \
+  void st_layer_norm_##sfx(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd, \
+                           int64_t rows, int64_t n, double eps) {                              \
+    st::ln_forward(x, weight, bias, y, mean, rstd, rows, n, eps);                              \
+  }                                                                                            \
+  void st_layer_norm_backward_##sfx(const T* x, const T* dy, const T* mean, const T* rstd,     \
+                                    const T* weight, T* dx, T* dweight, T* dbias, int64_t rows, \
+                                    int64_t n) {                                               \
+    st::ln_backward(x, dy, mean, rstd, weight, dx, dweight, dbias, rows, n);                   \
+  }                                                                                            \
+  void st_group_norm_##sfx(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd, \
+                           int64_t batch, int64_t channels, int64_t groups, int64_t inner,     \
+                           double eps) {                                                       \
+    st::gn_forward(x, weight, bias, y, mean, rstd, batch, channels, groups, inner, eps);       \
+  }                                                                                            \
+  void st_group_norm_backward_##sfx(const T* x, const T* dy, const T* mean, const T* rstd,     \
+                                    const T* weight, T* dx, T* dweight, T* dbias,              \
+                                    int64_t batch, int64_t channels, int64_t groups,           \
+                                    int64_t inner) {                                           \
+    st::gn_backward(x, dy, mean, rstd, weight, dx, dweight, dbias, batch, channels, groups,    \
+                    inner);                                                                    \
+  }
+ST_FLOAT_TYPES(ST_DEF_LNORM, _)
 
 #define ST_DEF_BNORM(sfx, T, _)                                                                \
   void st_batch_norm_stats_##sfx(const T* x, T* mean, T* var, int64_t outer, int64_t c,        \

@@ -356,6 +356,21 @@ ST_HD T erfinv_(T x) {
   return T(y);
 }
 
+// the bodies of the gelu_tanh and silu gradients, which name their intermediate values
+template <class T>
+ST_HD T gelu_tanh_grad_(T x, T g) {
+  const T k = T(0.79788456080286535588);
+  const T x2 = x * x;
+  const T t = tanh_(k * (x + T(0.044715) * x2 * x));
+  return g * (T(0.5) * (T(1) + t) +
+              T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3 * 0.044715) * x2));
+}
+template <class T>
+ST_HD T silu_grad_(T x, T g) {
+  const T s = st::sigmoid(x);
+  return g * (s * (T(1) + x * (T(1) - s)));
+}
+
 // ---- unary: y = f(x; a, b) -------------------------------------------------------------------
 #define ST_UNARY_FUNCTOR(NAME, EXPR)                 \
   struct NAME {                                      \
@@ -422,6 +437,26 @@ ST_UNARY_FUNCTOR(log10, std::log10(x))
 ST_UNARY_FUNCTOR(exp2, std::exp2(x))
 ST_UNARY_FUNCTOR(trunc, std::trunc(x))
 ST_UNARY_FUNCTOR(frac, x - std::trunc(x))
+
+// ---- unary gradients: dx = g * f'(x; a, b), one kernel for the backward --------------------
+#define ST_UNARY_GRAD_FUNCTOR(NAME, EXPR)              \
+  struct NAME##_backward {                             \
+    template <class T>                                 \
+    ST_HD T operator()(T x, T g, T a, T b) const {     \
+      (void)a;                                         \
+      (void)b;                                         \
+      return EXPR;                                     \
+    }                                                  \
+  };
+
+// Phi(x) + x phi(x)
+ST_UNARY_GRAD_FUNCTOR(gelu, g * (T(0.5) * (T(1) + st_erf(x * T(0.70710678118654752440))) +
+                                 x * T(0.39894228040143267794) * st_exp(T(-0.5) * x * x)))
+// with u = sqrt(2/pi) (x + 0.044715 x^3), t = tanh(u):
+// (1 + t) / 2 + x / 2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+ST_UNARY_GRAD_FUNCTOR(gelu_tanh, gelu_tanh_grad_(x, g))
+// s (1 + x (1 - s)), s = sigmoid(x)
+ST_UNARY_GRAD_FUNCTOR(silu, silu_grad_(x, g))
 
 // ---- binary: out = f(a, b) ---------------------------------------------------------------------
 #define ST_BINARY_FUNCTOR(NAME, EXPR)           \

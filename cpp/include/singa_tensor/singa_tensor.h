@@ -100,6 +100,14 @@ void st_logical_not_u8(const uint8_t* x, uint8_t* y, int64_t n, double alpha, do
   void st_isnan_##sfx(const T* x, uint8_t* y, int64_t n ST_S);                  \
   void st_isinf_##sfx(const T* x, uint8_t* y, int64_t n ST_S);
 ST_FLOAT_TYPES(ST_DECL_FLOAT_TEST, _)
+/* dx = g * f'(x; alpha, beta) for the unary ops whose gradient is one kernel (functors
+ * fn::<op>_backward), x, g and dx contiguous of n elements; float types */
+#define ST_UNARY_GRAD_OPS(X, ...) X(gelu, __VA_ARGS__) X(gelu_tanh, __VA_ARGS__) X(silu, __VA_ARGS__)
+#define ST_DECL_UNARY_GRAD(op, sfx, T)                                                      \
+  void st_##op##_backward_##sfx(const T* x, const T* g, T* dx, int64_t n, double alpha,    \
+                                double beta ST_S);
+#define ST_DECL_UNARY_GRAD_T(sfx, T, _) ST_UNARY_GRAD_OPS(ST_DECL_UNARY_GRAD, sfx, T)
+ST_FLOAT_TYPES(ST_DECL_UNARY_GRAD_T, _)
 
 #define ST_DECL_BINARY(op, sfx, T)                                                      \
   void st_##op##_##sfx(const T* a, const T* b, T* out, int32_t ndim, const int64_t* shape, \
@@ -284,6 +292,34 @@ ST_FLOAT_TYPES(ST_DECL_OPTIM, _)
                                     const T* weight, T* dx, T* dweight, T* dbias,              \
                                     int64_t outer, int64_t c, int64_t inner, double eps ST_S);
 ST_FLOAT_TYPES(ST_DECL_BNORM, _)
+
+/* Layer normalization over the rows of x[rows, n] (the normalized trailing dims flattened),
+ * contiguous. Each row's mean is a first pass and its biased variance a second pass about that
+ * mean (two-pass, no cancellation), both accumulated in double; mean[r] and
+ * rstd[r] = 1 / sqrt(var + eps) are written in T for the backward, and
+ *   forward:  y = (x - mean[r]) * rstd[r] * weight[j] + bias[j]  (weight, bias may be NULL)
+ *   backward: with xhat = (x - mean) * rstd and gw = dy * weight[j] (dy without weight):
+ *             dx = rstd * (gw - mean_j gw - xhat * mean_j (gw * xhat)),
+ *             dweight[j] = sum_r dy * xhat, dbias[j] = sum_r dy, each column summed in row
+ *             order in double (the same bits for any thread count); dx, dweight, dbias may
+ *             each be NULL when not wanted.
+ * Group normalization is the same over [batch * groups, n] rows, n = (channels / groups) *
+ * inner, with weight and bias per channel (channel = (row % groups) * (channels / groups) +
+ * j / inner); its dweight, dbias sum each channel over the batch and inner, in order. */
+#define ST_DECL_LNORM(sfx, T, _)                                                               \
+  void st_layer_norm_##sfx(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd, \
+                           int64_t rows, int64_t n, double eps ST_S);                          \
+  void st_layer_norm_backward_##sfx(const T* x, const T* dy, const T* mean, const T* rstd,     \
+                                    const T* weight, T* dx, T* dweight, T* dbias, int64_t rows, \
+                                    int64_t n ST_S);                                           \
+  void st_group_norm_##sfx(const T* x, const T* weight, const T* bias, T* y, T* mean, T* rstd, \
+                           int64_t batch, int64_t channels, int64_t groups, int64_t inner,     \
+                           double eps ST_S);                                                   \
+  void st_group_norm_backward_##sfx(const T* x, const T* dy, const T* mean, const T* rstd,     \
+                                    const T* weight, T* dx, T* dweight, T* dbias,              \
+                                    int64_t batch, int64_t channels, int64_t groups,           \
+                                    int64_t inner ST_S);
+ST_FLOAT_TYPES(ST_DECL_LNORM, _)
 
 /* Softmax cross entropy over the rows of x[rows, c] with class-index targets, per row:
  *   loss[r] = -(1 - s) w[t] logp[r, t] - s / c * sum_j w[j] logp[r, j]

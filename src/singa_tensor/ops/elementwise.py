@@ -214,6 +214,29 @@ elu = unary_op(
 )
 
 
+def _run_unary_grad(x: Tensor, g: Tensor, op: str, alpha: float, beta: float) -> Tensor:
+    """g * f'(x) by the one kernel st_<op>_backward_<dtype> (a functor of functors.h)."""
+    if g.dtype is not x.dtype:
+        g = cast(g, x.dtype)
+    gc = contiguous(g)
+    xc = contiguous(x)
+    out = Tensor._empty(x._shape, x.dtype, x._device, x._be)
+    kernel(x, op + "_backward")(ptr(xc), ptr(gc), ptr(out), out.numel(), alpha, beta)
+    return out
+
+
+def _fused_grad(op: str, composed):
+    """The backward of unary op `op`: its gradient kernel, or, when the gradient itself is to
+    be differentiated (create_graph), `composed`, the same formula in Tensor ops."""
+
+    def backward(c, g, x, y):
+        if _ag._mode.enabled:
+            return composed(c, g, x, y)
+        return _run_unary_grad(x, g, op, c.a, c.b)
+
+    return backward
+
+
 def _gelu_grad(c, g, x, y):
     cdf = (erf(x * (1.0 / math.sqrt(2.0))) + 1.0) * 0.5
     pdf = exp(x * x * -0.5) * _INV_SQRT_2PI
@@ -232,11 +255,12 @@ def _erf_np(x):
     return v.astype(x.dtype) if hasattr(x, "dtype") else v
 
 
-gelu_exact = unary_op("gelu", "Gelu", _gelu_grad,
-                      lambda x: 0.5 * x * (1.0 + _erf_np(x / np.sqrt(2.0))))
+gelu_exact = unary_op("gelu", "Gelu", _fused_grad("gelu", _gelu_grad),
+                      lambda x: 0.5 * x * (1.0 + _erf_np(x / np.sqrt(2.0))), saves="x")
 gelu_tanh = unary_op(
-    "gelu_tanh", None, _gelu_tanh_grad,
+    "gelu_tanh", None, _fused_grad("gelu_tanh", _gelu_tanh_grad),
     lambda x: 0.5 * x * (1.0 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
+    saves="x",
 )
 
 
@@ -260,7 +284,8 @@ def _silu_grad(c, g, x, y):
     return g * (s * (x * (1.0 - s) + 1.0))
 
 
-silu = unary_op("silu", None, _silu_grad, lambda x: x / (1.0 + np.exp(-x)), domain=(-10.0, 10.0))
+silu = unary_op("silu", None, _fused_grad("silu", _silu_grad), lambda x: x / (1.0 + np.exp(-x)),
+                domain=(-10.0, 10.0), saves="x")
 
 
 def _softplus_grad(c, g, x, y):

@@ -1,17 +1,21 @@
-"""Normalisation: batch, layer and group norm. Training-mode batch norm is a primitive with
-fused kernels (statistics, normalisation, backward); the rest are compositions of reductions
-and arithmetic, so their gradients, to any order, come from those ops."""
+"""Normalisation: batch, layer and group norm. Training-mode batch norm, layer norm and group
+norm are primitives with fused kernels (statistics and normalisation in one pass forward, one
+kernel backward) whose gradients of gradients come from the compositions they replace;
+inference batch norm is a composition of reductions and arithmetic."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import _execution
 from .. import autograd as _ag
+from .. import dtype as _dt
 from ..tensor import Tensor
 from ._registry import (
     REGISTRY,
     OpSpec,
     apply,
+    check_same_device,
     contiguous,
     expect_tensor,
     kernel,
@@ -19,6 +23,7 @@ from ._registry import (
     register,
     traced,
 )
+from .layout import cast
 
 
 def _check_affine(op: str, t, shape: tuple, name: str) -> None:
@@ -171,10 +176,62 @@ def _batch_norm_backward_composed(x, weight, g, eps) -> tuple:
     return dx, (dw if weight is not None else None), db
 
 
+# ---- layer and group norm: one kernel each way, the compositions for higher orders -----------
+
+
+def _fused_dtype(op: str, x: Tensor, weight, bias):
+    """The dtype the fused kernels compute layer or group norm in, or None when the operands'
+    dtypes differ (the composition then applies the usual type promotion)."""
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{op}: expected a floating-point input, got {x.dtype.name}")
+    for t in (weight, bias):
+        if t is not None and t.dtype is not x.dtype:
+            return None
+    return x.dtype if x.dtype.name in ("float32", "float64") else _dt.float32
+
+
+def _tracing() -> bool:
+    """Whether an ONNX export traces this call: it records the compositions, which every
+    opset can express, inside the traced scope."""
+    ex = _execution.running_count and _execution.current()
+    return bool(ex) and ex.tracing
+
+
+def _run_fused(spec, dtype, x: Tensor, weight, bias, *attrs) -> Tensor:
+    if dtype is x.dtype:
+        return apply(spec, x, weight, bias, *attrs)
+    # float16 and bfloat16 compute in float32 and are stored back
+    out = apply(spec, *(None if t is None else cast(t, dtype) for t in (x, weight, bias)), *attrs)
+    return cast(out, x.dtype)
+
+
+def _normalized_shape(op: str, normalized_shape) -> tuple:
+    if isinstance(normalized_shape, int) and not isinstance(normalized_shape, bool):
+        return (normalized_shape,)
+    try:
+        shape = tuple(normalized_shape)
+    except TypeError:
+        shape = None
+    if shape is None or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+        raise TypeError(f"{op}: normalized_shape must be an int or a sequence of ints, got "
+                        f"{normalized_shape!r}")
+    return shape
+
+
+def _check_eps(op: str, eps) -> float:
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool):
+        raise TypeError(f"{op}: eps must be a number, got {eps!r}")
+    return float(eps)
+
+
 @traced("layer_norm")
 def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
-    """Normalise over the trailing normalized_shape dims of x (biased variance).
+    """Normalise over the trailing normalized_shape dims of x (biased variance), then scale by
+    weight and shift by bias (each optional, of shape normalized_shape).
+
+    float32 and float64 run one fused kernel forward and one backward (float16 and bfloat16
+    compute in float32); gradients of the gradient come from the composition.
 
     Example:
         >>> import singa_tensor as st
@@ -183,13 +240,22 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
     """
     op = "layer_norm"
     expect_tensor(op, x)
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    shape = _normalized_shape(op, normalized_shape)
     k = len(shape)
-    if k == 0 or tuple(x.shape[x.ndim - k:]) != shape or x.ndim < k:
+    if k == 0 or x.ndim < k or tuple(x.shape[x.ndim - k:]) != shape:
         raise ValueError(f"{op}: normalized_shape {shape} must match the trailing dims of the "
                          f"input shape {x.shape}")
     _check_affine(op, weight, shape, "weight")
     _check_affine(op, bias, shape, "bias")
+    check_same_device(op, x, weight, bias)
+    eps = _check_eps(op, eps)
+    dtype = _fused_dtype(op, x, weight, bias)
+    if dtype is None or _tracing():
+        return _layer_norm_composed(x, k, weight, bias, eps)
+    return _run_fused(LayerNormFused, dtype, x, weight, bias, k, eps)
+
+
+def _layer_norm_composed(x, k: int, weight, bias, eps: float) -> Tensor:
     dims = tuple(range(x.ndim - k, x.ndim))
     mean = x.mean(dim=dims, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)
@@ -201,10 +267,121 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
     return out
 
 
+def _rows(x: Tensor, k: int) -> tuple:
+    """(rows, n): x as rows of its trailing k dims flattened."""
+    n = 1
+    for d in x._shape[x.ndim - k:]:
+        n *= d
+    rows = 1
+    for d in x._shape[:x.ndim - k]:
+        rows *= d
+    return rows, n
+
+
+def _contiguous_all(*ts) -> list:
+    """Each tensor contiguous (None stays None), for the caller to hold until its kernel has
+    run, so that no copy's memory goes back to the allocator while a kernel call (or a graph
+    recording of it) still refers to it."""
+    return [None if t is None else contiguous(t) for t in ts]
+
+
+def _null_or_ptr(ref: Tensor, t):
+    return ref._be.ffi.NULL if t is None else ptr(t)
+
+
+@register
+class LayerNormFused(OpSpec):
+    """Layer norm over the trailing k dims, one kernel forward (two-pass statistics in double
+    per row, saving each row's mean and rstd) and one backward (dx per row; dweight, dbias
+    summed over rows in row order). weight and bias are optional, of x's dtype."""
+
+    name = "_layer_norm"
+    onnx = None
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, k, eps):
+        rows, n = _rows(x, k)
+        xc, wc, bc = _contiguous_all(x, weight, bias)
+        out = Tensor._empty(x._shape, x.dtype, x._device, x._be)
+        mean = Tensor._empty((rows,), x.dtype, x._device, x._be)
+        rstd = Tensor._empty((rows,), x.dtype, x._device, x._be)
+        kernel(x, "layer_norm")(ptr(xc), _null_or_ptr(x, wc), _null_or_ptr(x, bc),
+                                ptr(out), ptr(mean), ptr(rstd), rows, n, eps)
+        ctx.save_for_backward(x, weight)
+        ctx.xc = xc if xc is not x else None
+        ctx.mean, ctx.rstd, ctx.k, ctx.eps = mean, rstd, k, eps
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        if _ag._mode.enabled:  # create_graph: a composition, differentiable again
+            dx, dw, db = _layer_norm_backward_composed(x, weight, g, ctx.k, ctx.eps)
+            return dx, dw if need_w else None, db if need_b else None, None, None
+        rows, n = _rows(x, ctx.k)
+        be, null = x._be, x._be.ffi.NULL
+        shape = x._shape[x.ndim - ctx.k:]
+
+        def maybe(s, wanted):
+            return Tensor._empty(s, x.dtype, x._device, be) if wanted else None
+
+        dx, dw = maybe(x._shape, need_x), maybe(shape, need_w and weight is not None)
+        db = maybe(shape, need_b)
+        if g.dtype is not x.dtype:
+            g = cast(g, x.dtype)
+        gc, wc = _contiguous_all(g, weight)
+        kernel(x, "layer_norm_backward")(
+            ptr(ctx.xc if ctx.xc is not None else x), ptr(gc), ptr(ctx.mean), ptr(ctx.rstd),
+            _null_or_ptr(x, wc),
+            *(null if t is None else ptr(t) for t in (dx, dw, db)), rows, n)
+        return dx, dw, db, None, None
+
+    @staticmethod
+    def reference(x, weight, bias, k, eps):
+        return _layer_norm_np(x, x.shape[x.ndim - k:], weight, bias, eps)
+
+    @staticmethod
+    def samples():
+        r = np.random.default_rng(32)
+        x = r.standard_normal((3, 4, 5))
+        w, b = r.standard_normal((4, 5)), r.standard_normal((4, 5))
+        return [((x, w, b, 2, 1e-5), {}), ((x, None, None, 1, 1e-5), {}),
+                ((x, r.standard_normal(5), None, 1, 1e-3), {}),
+                ((x[:, :1, :1], None, r.standard_normal(1), 1, 1e-5), {})]
+
+
+LayerNormFused.fn = staticmethod(
+    lambda x, weight, bias, k, eps: apply(LayerNormFused, x, weight, bias, k, eps))
+
+
+def _layer_norm_backward_composed(x, weight, g, k: int, eps: float) -> tuple:
+    """(dx, dweight, dbias) of layer norm over the trailing k dims in Tensor ops, the statistics
+    recomputed from x so that the result differentiates correctly again."""
+    dims = tuple(range(x.ndim - k, x.ndim))
+    shape = x.shape[x.ndim - k:]
+    xm = x - x.mean(dim=dims, keepdim=True)
+    rstd = ((xm * xm).mean(dim=dims, keepdim=True) + eps).rsqrt()
+    xhat = xm * rstd
+    gw = g if weight is None else g * weight
+    dx = rstd * (gw - gw.mean(dim=dims, keepdim=True)
+                 - xhat * (gw * xhat).mean(dim=dims, keepdim=True))
+    lead = 1
+    for d in x.shape[:x.ndim - k]:
+        lead *= d
+    db = g.reshape(lead, *shape).sum(dim=0)
+    dw = (g * xhat).reshape(lead, *shape).sum(dim=0) if weight is not None else None
+    return dx, dw, db
+
+
 @traced("group_norm")
 def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
-    """Normalise (N, C, ...) over groups of C/num_groups channels and the spatial dims.
+    """Normalise (N, C, ...) over groups of C/num_groups channels and the spatial dims, then
+    scale and shift each channel by weight and bias (each optional, of shape (C,)).
+
+    float32 and float64 run one fused kernel forward and one backward (float16 and bfloat16
+    compute in float32); gradients of the gradient come from the composition.
 
     Example:
         >>> import singa_tensor as st
@@ -216,12 +393,23 @@ def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None,
     expect_tensor(op, x)
     if x.ndim < 2:
         raise ValueError(f"{op}: expected an input of at least 2 dims (N, C, ...), got {x.shape}")
-    n, c = x.shape[0], x.shape[1]
-    if not isinstance(num_groups, int) or num_groups < 1 or c % num_groups:
+    c = x.shape[1]
+    if (not isinstance(num_groups, int) or isinstance(num_groups, bool) or num_groups < 1
+            or c % num_groups):
         raise ValueError(f"{op}: num_groups={num_groups!r} must be a positive divisor of the "
                          f"{c} channels")
     _check_affine(op, weight, (c,), "weight")
     _check_affine(op, bias, (c,), "bias")
+    check_same_device(op, x, weight, bias)
+    eps = _check_eps(op, eps)
+    dtype = _fused_dtype(op, x, weight, bias)
+    if dtype is None or _tracing():
+        return _group_norm_composed(x, num_groups, weight, bias, eps)
+    return _run_fused(GroupNormFused, dtype, x, weight, bias, num_groups, eps)
+
+
+def _group_norm_composed(x, num_groups: int, weight, bias, eps: float) -> Tensor:
+    n, c = x.shape[0], x.shape[1]
     g = x.reshape(n, num_groups, -1)
     mean = g.mean(dim=2, keepdim=True)
     var = ((g - mean) ** 2).mean(dim=2, keepdim=True)
@@ -232,6 +420,88 @@ def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None,
     if bias is not None:
         out = out + bias.reshape(*shape)
     return out
+
+
+@register
+class GroupNormFused(OpSpec):
+    """Group norm of (N, C, ...), one kernel forward (two-pass statistics in double per
+    (sample, group) row) and one backward (dx per row; dweight, dbias summed per channel in
+    order). weight and bias are optional, of x's dtype."""
+
+    name = "_group_norm"
+    onnx = None
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, groups, eps):
+        batch, c, inner = _planes(x)
+        xc, wc, bc = _contiguous_all(x, weight, bias)
+        out = Tensor._empty(x._shape, x.dtype, x._device, x._be)
+        mean = Tensor._empty((batch * groups,), x.dtype, x._device, x._be)
+        rstd = Tensor._empty((batch * groups,), x.dtype, x._device, x._be)
+        kernel(x, "group_norm")(ptr(xc), _null_or_ptr(x, wc), _null_or_ptr(x, bc),
+                                ptr(out), ptr(mean), ptr(rstd), batch, c, groups, inner, eps)
+        ctx.save_for_backward(x, weight)
+        ctx.xc = xc if xc is not x else None
+        ctx.mean, ctx.rstd, ctx.groups, ctx.eps = mean, rstd, groups, eps
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        if _ag._mode.enabled:  # create_graph: a composition, differentiable again
+            dx, dw, db = _group_norm_backward_composed(x, weight, g, ctx.groups, ctx.eps)
+            return dx, dw if need_w else None, db if need_b else None, None, None
+        batch, c, inner = _planes(x)
+        be, null = x._be, x._be.ffi.NULL
+
+        def maybe(s, wanted):
+            return Tensor._empty(s, x.dtype, x._device, be) if wanted else None
+
+        dx, dw = maybe(x._shape, need_x), maybe((c,), need_w and weight is not None)
+        db = maybe((c,), need_b)
+        if g.dtype is not x.dtype:
+            g = cast(g, x.dtype)
+        gc, wc = _contiguous_all(g, weight)
+        kernel(x, "group_norm_backward")(
+            ptr(ctx.xc if ctx.xc is not None else x), ptr(gc), ptr(ctx.mean), ptr(ctx.rstd),
+            _null_or_ptr(x, wc),
+            *(null if t is None else ptr(t) for t in (dx, dw, db)), batch, c, ctx.groups, inner)
+        return dx, dw, db, None, None
+
+    @staticmethod
+    def reference(x, weight, bias, groups, eps):
+        return _group_norm_np(x, groups, weight, bias, eps)
+
+    @staticmethod
+    def samples():
+        r = np.random.default_rng(33)
+        x, c = r.standard_normal((3, 4, 2, 3)), r.standard_normal(4)
+        return [((x, c, c + 1.0, 2, 1e-5), {}), ((x, None, None, 4, 1e-5), {}),
+                ((x[:, :, 0, 0], c, None, 1, 1e-3), {}), ((x[:, :, :, 0], None, c, 2, 1e-5), {})]
+
+
+GroupNormFused.fn = staticmethod(
+    lambda x, weight, bias, groups, eps: apply(GroupNormFused, x, weight, bias, groups, eps))
+
+
+def _group_norm_backward_composed(x, weight, g, groups: int, eps: float) -> tuple:
+    """(dx, dweight, dbias) of group norm in Tensor ops, the statistics recomputed from x so
+    that the result differentiates correctly again."""
+    n, c = x.shape[0], x.shape[1]
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    dims = (0,) + tuple(range(2, x.ndim))
+    xg = x.reshape(n, groups, -1)
+    xm = xg - xg.mean(dim=2, keepdim=True)
+    rstd = ((xm * xm).mean(dim=2, keepdim=True) + eps).rsqrt()
+    xhat = xm * rstd
+    gw = (g if weight is None else g * weight.reshape(*shape)).reshape(n, groups, -1)
+    dx = rstd * (gw - gw.mean(dim=2, keepdim=True)
+                 - xhat * (gw * xhat).mean(dim=2, keepdim=True))
+    xhat = xhat.reshape(*x.shape)
+    db = g.sum(dim=dims)
+    dw = (g * xhat).sum(dim=dims) if weight is not None else None
+    return dx.reshape(*x.shape), dw, db
 
 
 # ---- numpy references and the registry's view --------------------------------------------------
