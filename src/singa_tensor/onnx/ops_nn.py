@@ -358,9 +358,28 @@ def _avg_pool2d_fast(node, x, attrs):
     return F.avg_pool2d(xp, tuple(kernel), tuple(strides), tuple(pad), ceil, count_pad)
 
 
+def _max_pool2d_fast(node, x, attrs):
+    """MaxPool of a 4-d float input on F.max_pool2d (one kernel instead of gathering every
+    window), or None where its rules cannot give the ONNX result: uneven pads, pads over half
+    the kernel, or the indices output wanted."""
+    kernel = list(attrs.get("kernel_shape") or [])
+    if x.ndim != 4 or len(kernel) != 2 or x.dtype not in (_dt.float32, _dt.float64) or \
+            node.wants(1):
+        return None
+    ceil = bool(attrs.get("ceil_mode", 0))
+    strides, dil, pb, pe, out = _geometry(node, attrs, x.shape[2:], kernel, ceil)
+    if pb != pe or any(p > k // 2 for p, k in zip(pb, kernel)):
+        return None
+    y = F.max_pool2d(x, tuple(kernel), tuple(strides), tuple(pb), tuple(dil), ceil)
+    return y if list(y.shape[2:]) == list(out) else None
+
+
 @handler("MaxPool")
 def max_pool(node, inputs, attrs):
     x = inputs[0]
+    fast = _max_pool2d_fast(node, x, attrs)
+    if fast is not None:
+        return (fast, None)
     xf = _float(x)
     win, (spatial, kernel, strides, dil, pb, _, pe_all, out) = _pool_windows(
         node, xf, attrs, -math.inf)

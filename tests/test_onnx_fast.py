@@ -1,0 +1,302 @@
+"""The inference path of imported ONNX models (onnx/_fast.py): folding, compiling per input
+signature, replaying, and falling back to the eager plan; against the plain node-by-node plan
+(`module.fast = False`), which is what training runs.
+
+Tolerances: folding a batch norm into a conv reorders float32 rounding, so those comparisons
+allow 1e-5 of the output's scale; paths that compute the same ops in the same order (replay vs
+eager, shape folding) allow 1e-6 relative.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import singa_tensor as st  # noqa: E402
+from singa_tensor.onnx import OnnxImportError  # noqa: E402
+from singa_tensor.onnx._fast import fold  # noqa: E402
+
+F32 = TensorProto.FLOAT
+
+
+def _init(name, a):
+    return numpy_helper.from_array(np.asarray(a, np.float32), name)
+
+
+def _model(nodes, inputs, outputs, inits, opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _vi(name, shape, t=F32):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def cnn_model(seed=0):
+    """Conv+BN+Relu, MaxPool, Conv(no bias)+BN+Relu, GlobalAveragePool, Flatten, Gemm."""
+    r = np.random.default_rng(seed)
+    inits = [_init("w1", r.standard_normal((4, 3, 3, 3)) * 0.3),
+             _init("b1", r.standard_normal(4) * 0.1),
+             _init("w2", r.standard_normal((6, 4, 3, 3)) * 0.3),
+             _init("fc", r.standard_normal((5, 6)) * 0.5), _init("fcb", r.standard_normal(5))]
+    for i, c in ((1, 4), (2, 6)):
+        inits += [_init(f"s{i}", r.uniform(0.5, 1.5, c)), _init(f"be{i}", r.uniform(-.3, .3, c)),
+                  _init(f"m{i}", r.uniform(-.5, .5, c)), _init(f"v{i}", r.uniform(.5, 2., c))]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c1", "s1", "be1", "m1", "v1"], ["n1"],
+                         epsilon=1e-3),
+        helper.make_node("Relu", ["n1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c2", "s2", "be2", "m2", "v2"], ["n2"]),
+        helper.make_node("Relu", ["n2"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc", "fcb"], ["y"], transB=1),
+    ]
+    return _model(nodes, [_vi("x", ["N", 3, 8, 8])], [_vi("y", ["N", 5])], inits)
+
+
+def transformer_model(seed=0, d=8):
+    """Self-attention + LayerNorm, with the head split done by a Shape/Gather/Concat chain."""
+    r = np.random.default_rng(seed)
+    inits = [_init("wq", r.standard_normal((d, d)) * 0.4),
+             _init("wk", r.standard_normal((d, d)) * 0.4),
+             _init("wv", r.standard_normal((d, d)) * 0.4),
+             _init("lns", r.uniform(0.5, 1.5, d)), _init("lnb", r.uniform(-.2, .2, d)),
+             _init("scale", np.float32(1 / np.sqrt(d / 2))),
+             numpy_helper.from_array(np.array([0], np.int64), "i0"),
+             numpy_helper.from_array(np.array([1], np.int64), "i1"),
+             numpy_helper.from_array(np.array([2, -1], np.int64), "heads")]
+    nodes = [helper.make_node("Shape", ["x"], ["shp"]),
+             helper.make_node("Gather", ["shp", "i0"], ["bdim"]),
+             helper.make_node("Gather", ["shp", "i1"], ["tdim"]),
+             helper.make_node("Concat", ["bdim", "tdim", "heads"], ["hshape"], axis=0)]
+    for n in "qkv":
+        nodes += [helper.make_node("MatMul", ["x", f"w{n}"], [f"{n}0"]),
+                  helper.make_node("Reshape", [f"{n}0", "hshape"], [f"{n}1"]),
+                  helper.make_node("Transpose", [f"{n}1"], [f"{n}"], perm=[0, 2, 1, 3])]
+    nodes += [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+              helper.make_node("MatMul", ["q", "kt"], ["att0"]),
+              helper.make_node("Mul", ["att0", "scale"], ["att1"]),
+              helper.make_node("Softmax", ["att1"], ["att"], axis=-1),
+              helper.make_node("MatMul", ["att", "v"], ["o0"]),
+              helper.make_node("Transpose", ["o0"], ["o1"], perm=[0, 2, 1, 3]),
+              helper.make_node("Shape", ["x"], ["xs"]),
+              helper.make_node("Reshape", ["o1", "xs"], ["o2"]),
+              helper.make_node("Add", ["o2", "x"], ["res"]),
+              helper.make_node("LayerNormalization", ["res", "lns", "lnb"], ["y"], axis=-1)]
+    return _model(nodes, [_vi("x", ["B", "T", d])], [_vi("y", ["B", "T", d])], inits)
+
+
+def nonzero_model():
+    """y = the positive entries of x, in order: its length depends on the data."""
+    nodes = [helper.make_node("Constant", [], ["zero"],
+                              value=numpy_helper.from_array(np.array(0, np.float32))),
+             helper.make_node("Greater", ["x", "zero"], ["pos"]),
+             helper.make_node("NonZero", ["pos"], ["idx"]),
+             helper.make_node("Transpose", ["idx"], ["idxt"]),
+             helper.make_node("GatherND", ["x", "idxt"], ["y"])]
+    return _model(nodes, [_vi("x", [6])], [_vi("y", [None])], [])
+
+
+def _plain(m, x):
+    m.fast = False
+    try:
+        with st.no_grad():
+            return m(x).numpy()
+    finally:
+        m.fast = True
+
+
+def _fast(m, x, calls=3):
+    with st.no_grad():
+        return [m(x).numpy() for _ in range(calls)]
+
+
+def _close(a, b, rel):
+    scale = max(1.0, float(np.abs(b).max()))
+    assert a.shape == b.shape
+    assert float(np.abs(a - b).max()) <= rel * scale, float(np.abs(a - b).max())
+
+
+def _states(m):
+    return [s for s, _ in m.fast_stats()["signatures"].values()]
+
+
+def test_cnn_with_batch_norm_folds_compiles_and_matches_plain():
+    m = st.onnx.load(cnn_model())
+    x = st.tensor(np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32))
+    want = _plain(m, x)
+    for got in _fast(m, x, 4):
+        _close(got, want, 1e-5)
+    stats = m.fast_stats()
+    assert stats["folded_nodes"] == 4  # two batch norms into their convs, two relus fused
+    assert _states(m) == ["replay"] and stats["replays"] == 2 and stats["records"] == 1
+
+
+def test_transformer_like_graph_compiles_with_shapes_folded():
+    m = st.onnx.load(transformer_model())
+    x = st.tensor(np.random.default_rng(2).standard_normal((2, 5, 8)).astype(np.float32))
+    want = _plain(m, x)
+    for got in _fast(m, x, 4):
+        _close(got, want, 1e-6)
+    assert _states(m) == ["replay"]
+    # the Shape nodes' values are folded in per signature: the recording reads no shape
+    entry = next(iter(m._fast_path.signatures.values()))
+    assert not any(s[0].op_type in ("Shape", "Gather", "Concat") for s in entry.steps)
+
+
+def test_changed_input_shape_records_again():
+    m = st.onnx.load(transformer_model())
+    r = np.random.default_rng(3)
+    xs = [st.tensor(r.standard_normal(s).astype(np.float32))
+          for s in ((2, 5, 8), (1, 3, 8), (2, 5, 8), (1, 3, 8), (2, 5, 8), (1, 3, 8))]
+    for x in xs:
+        with st.no_grad():
+            got = m(x).numpy()
+        _close(got, _plain(m, x), 1e-6)
+    assert sorted(_states(m)) == ["replay", "replay"]
+    shapes = sorted(k[0][0] for k in m.fast_stats()["signatures"])
+    assert shapes == [(1, 3, 8), (2, 5, 8)]
+
+
+def test_data_dependent_shape_falls_back_to_eager():
+    m = st.onnx.load(nonzero_model())
+    r = np.random.default_rng(4)
+    for _ in range(5):
+        a = r.standard_normal(6).astype(np.float32)
+        with st.no_grad():
+            got = m(st.tensor(a)).numpy()
+        np.testing.assert_array_equal(got, a[a > 0])
+    (state, why), = m.fast_stats()["signatures"].values()
+    assert state == "eager" and "data-dependent" in why and "NonZero" in why
+    assert m.fast_stats()["replays"] == 0
+
+
+def test_constant_subgraph_is_folded():
+    r = np.random.default_rng(5)
+    w = r.standard_normal((3, 4)).astype(np.float32)
+    nodes = [helper.make_node("Transpose", ["w"], ["wt"]),  # initializer only: folded
+             helper.make_node("Constant", [], ["two"],
+                              value=numpy_helper.from_array(np.array(2.0, np.float32))),
+             helper.make_node("Mul", ["wt", "two"], ["w2"]),
+             helper.make_node("MatMul", ["x", "w2"], ["y"])]
+    m = st.onnx.load(_model(nodes, [_vi("x", [2, 4])], [_vi("y", [2, 3])], [_init("w", w)]))
+    x = r.standard_normal((2, 4)).astype(np.float32)
+    for got in _fast(m, st.tensor(x)):
+        _close(got, x @ (w.T * 2), 1e-5)
+    assert m.fast_stats()["folded_nodes"] == 3
+
+
+def test_fold_equals_unfolded_and_leaves_parameters_alone():
+    m = st.onnx.load(cnn_model(seed=7))
+    before = {k: v.numpy().copy() for k, v in m.state_dict().items()}
+    g = m._graph
+    steps, consts = fold(g.steps, g.constants, set(g.output_names), None)
+    assert [s[0].op_type for s in steps] == ["Conv", "MaxPool", "Conv", "GlobalAveragePool",
+                                            "Flatten", "Gemm"]
+    x = st.tensor(np.random.default_rng(8).standard_normal((3, 3, 8, 8)).astype(np.float32))
+    from singa_tensor.onnx._graph import run_steps
+
+    with st.no_grad():
+        got = run_steps(steps, consts, g.input_names, [x], None, x.device)["y"].numpy()
+    _close(got, _plain(m, x), 1e-5)
+    after = m.state_dict()
+    assert list(after) == list(before)
+    for k, v in after.items():
+        np.testing.assert_array_equal(v.numpy(), before[k])
+
+
+def test_training_path_unchanged_and_inference_sees_updates():
+    proto = cnn_model(seed=9)
+    x = st.tensor(np.random.default_rng(10).standard_normal((2, 3, 8, 8)).astype(np.float32))
+
+    def grads(m):
+        m.zero_grad()
+        m(x).sum().backward()
+        return {k: p.grad.numpy().copy() for k, p in m.named_parameters()}
+
+    fresh = st.onnx.load(proto)
+    ref = grads(fresh)
+    m = st.onnx.load(proto)
+    _fast(m, x)  # fold, record and replay first
+    got = grads(m)
+    assert sorted(got) == sorted(ref)
+    for k in ref:
+        _close(got[k], ref[k], 1e-6)
+    # a training step changes the parameters: the next inference refolds and records again
+    opt = st.optim.SGD(m.parameters(), lr=0.1)
+    y0 = _fast(m, x, 1)[0]
+    opt.step()
+    want = _plain(m, x)
+    assert float(np.abs(want - y0).max()) > 1e-3
+    for got in _fast(m, x):
+        _close(got, want, 1e-5)
+
+
+def test_grad_wanted_takes_the_plain_path():
+    m = st.onnx.load(cnn_model())
+    x = st.tensor(np.ones((1, 3, 8, 8), np.float32), requires_grad=True)
+    y = m(x)
+    assert y.requires_grad
+    y.sum().backward()
+    assert x.grad is not None and m.fast_stats()["signatures"] == {}
+
+
+def test_replaced_parameter_is_seen():
+    m = st.onnx.load(cnn_model(seed=11))
+    x = st.tensor(np.random.default_rng(12).standard_normal((2, 3, 8, 8)).astype(np.float32))
+    _fast(m, x)
+    other = st.onnx.load(cnn_model(seed=13))
+    m.load_state_dict(other.state_dict())
+    want = _plain(other, x)
+    for got in _fast(m, x):
+        _close(got, want, 1e-5)
+
+
+def test_fast_path_errors_name_the_problem():
+    m = st.onnx.load(cnn_model())
+    with st.no_grad():
+        with pytest.raises(OnnxImportError, match="expected 1 inputs"):
+            m(st.ones(1, 3, 8, 8), st.ones(1))
+        with pytest.raises((OnnxImportError, ValueError), match="Conv|channels"):
+            m(st.ones(1, 2, 8, 8))
+
+
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1},
+    {"kernel_shape": [2, 2], "strides": [1, 1], "dilations": [2, 2]},
+    {"kernel_shape": [3, 3], "pads": [0, 0, 2, 2]},  # uneven pads: the window path
+])
+def test_max_pool_matches_window_reference(attrs):
+    a = np.random.default_rng(14).standard_normal((2, 3, 7, 7)).astype(np.float32)
+    node = helper.make_node("MaxPool", ["x"], ["y"], **attrs)
+    m = st.onnx.load(_model([node], [_vi("x", [2, 3, 7, 7])], [_vi("y", None)], []))
+    with st.no_grad():
+        got = m(st.tensor(a)).numpy()
+    # reference: pad with -inf and take every window's max in numpy
+    k, s = attrs["kernel_shape"], attrs.get("strides", [1, 1])
+    d, p = attrs.get("dilations", [1, 1]), attrs.get("pads", [0, 0, 0, 0])
+    ceil = attrs.get("ceil_mode", 0)
+    out = []
+    for ax in (0, 1):
+        span = 7 + p[ax] + p[ax + 2] - (k[ax] - 1) * d[ax] - 1
+        o = (span + (s[ax] - 1 if ceil else 0)) // s[ax] + 1
+        if ceil and (o - 1) * s[ax] >= 7 + p[ax]:
+            o -= 1
+        out.append(o)
+    big = np.full((2, 3, 7 + p[0] + p[2] + 4, 7 + p[1] + p[3] + 4), -np.inf, np.float32)
+    big[:, :, p[0]:p[0] + 7, p[1]:p[1] + 7] = a
+    want = np.empty((2, 3, *out), np.float32)
+    for i in range(out[0]):
+        for j in range(out[1]):
+            win = big[:, :, i * s[0]:i * s[0] + (k[0] - 1) * d[0] + 1:d[0],
+                      j * s[1]:j * s[1] + (k[1] - 1) * d[1] + 1:d[1]]
+            want[:, :, i, j] = win.max(axis=(2, 3))
+    np.testing.assert_array_equal(got, want)  # a max picks an input value: exact
