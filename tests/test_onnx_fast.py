@@ -356,3 +356,15 @@ def test_fast_path_on_a_cuda_device(cuda):
     for got in _fast(m, x):
         _close(got, want, 1e-5)
     assert _states(m) == ["replay"]
+
+
+def test_copies_start_without_recordings():
+    import copy
+
+    m = st.onnx.load(cnn_model(seed=17))
+    x = st.tensor(np.random.default_rng(18).standard_normal((2, 3, 8, 8)).astype(np.float32))
+    want = _fast(m, x)[-1]
+    other = copy.deepcopy(m)
+    assert other.fast_stats()["signatures"] == {}
+    for got in _fast(other, x):
+        _close(got, want, 1e-6)

@@ -410,6 +410,13 @@ class OnnxModule(Module):
                 t = buffers[attr]
             consts[onnx_name] = t
 
+    def __getstate__(self):
+        # the inference path's recordings point at this module's memory: a copy starts
+        # without them and folds and records again on first use
+        state = self.__dict__.copy()
+        state.pop("_fast_path", None)
+        return state
+
     def _wants_grad(self, inputs) -> bool:
         if not autograd.is_grad_enabled():
             return False
