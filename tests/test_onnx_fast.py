@@ -368,3 +368,30 @@ def test_copies_start_without_recordings():
     assert other.fast_stats()["signatures"] == {}
     for got in _fast(other, x):
         _close(got, want, 1e-6)
+
+
+def embedding_model():
+    """Token ids -> Gather from an embedding table -> MatMul: the ids are data."""
+    r = np.random.default_rng(19)
+    inits = [_init("table", r.standard_normal((10, 4))), _init("w", r.standard_normal((4, 3)))]
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"]),
+             helper.make_node("MatMul", ["e", "w"], ["y"])]
+    return _model(nodes, [_vi("ids", [2, 5], TensorProto.INT64)], [_vi("y", [2, 5, 3])], inits)
+
+
+def test_embedding_gather_of_data_ids_compiles_and_checks_bounds():
+    m = st.onnx.load(embedding_model())
+    r = np.random.default_rng(20)
+    for _ in range(4):
+        ids = st.tensor(r.integers(-10, 10, (2, 5)))
+        with st.no_grad():
+            got = m(ids).numpy()
+        _close(got, _plain(m, ids), 1e-6)
+    assert _states(m) == ["replay"]
+    with st.no_grad():
+        with pytest.raises(OnnxImportError, match="index 10 is out of bounds"):
+            m(st.tensor(np.full((2, 5), 10, np.int64)))
+        ids = st.tensor(r.integers(0, 10, (2, 5)))
+        for _ in range(3):  # after the failed call: still right, and replayed again
+            _close(m(ids).numpy(), _plain(m, ids), 1e-6)
+    assert _states(m) == ["replay"]

@@ -28,8 +28,9 @@ What the inference path does, in order:
    the values of Shape and Size nodes are now known and folded in as well, the second call
    records the plan in graph mode (`st.compile`), and later calls replay the recording. A
    recording that graph mode refuses (GraphError) or a replay whose guard fails also falls
-   back to the eager plan for that signature. At most `_MAX_SIGNATURES` signatures keep a
-   recording; the oldest is dropped beyond that.
+   back to the eager plan for that signature (for a refused replay: for that call, and the
+   signature records again next call, up to `_MAX_RERECORDS` times). At most
+   `_MAX_SIGNATURES` signatures keep a recording; the oldest is dropped beyond that.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ _NO_COMPILE = {"If", "Loop", "Scan", "SequenceMap", "SequenceEmpty", "SequenceCo
                "OptionalHasElement"}
 _FOLD_LIMIT = 1 << 22  # elements: a folded result larger than this is recomputed instead
 _MAX_SIGNATURES = 8
+_MAX_RERECORDS = 3  # replays refused by a guard before a signature stays eager
 _FOLD_DTYPES = (_dt.float32, _dt.float64)
 
 
@@ -252,10 +254,11 @@ class _Signature:
     """What one input signature runs: 'probe' (not yet seen), 'compile' (record next call),
     'replay' or 'eager' (the folded plan, eagerly)."""
 
-    __slots__ = ("state", "steps", "consts", "step_fn", "why")
+    __slots__ = ("state", "steps", "consts", "step_fn", "why", "failures")
 
     def __init__(self) -> None:
         self.state = "probe"
+        self.failures = 0
         self.steps = self.consts = self.step_fn = None
         self.why = ""
 
@@ -403,9 +406,19 @@ class FastPath:
         try:
             outs = entry.step_fn(*values)
         except GraphError as e:
-            entry.state, entry.why = "eager", f"replay refused: {e}"
+            # a guard failed (new values decide a host check differently): run this call
+            # eagerly, which raises the node's own error if the values are bad, and record
+            # again next time, a few times at most
             entry.step_fn = None
+            entry.failures += 1
+            entry.state = "compile" if entry.failures <= _MAX_RERECORDS else "eager"
+            entry.why = f"replay refused: {e}"
             return self._eager(entry.steps, entry.consts, values, device)
+        except BaseException:
+            # the recording may be half rebuilt: drop it and record again on the next call
+            entry.step_fn = None
+            entry.state = "compile"
+            raise
         self.replays += 1
         return list(outs)
 
