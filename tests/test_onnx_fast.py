@@ -273,6 +273,9 @@ def test_fast_path_errors_name_the_problem():
     {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1},
     {"kernel_shape": [2, 2], "strides": [1, 1], "dilations": [2, 2]},
     {"kernel_shape": [3, 3], "pads": [0, 0, 2, 2]},  # uneven pads: the window path
+    {"kernel_shape": [2, 2], "strides": [2, 2]},  # windows inside: strided views
+    {"kernel_shape": [3, 3], "strides": [2, 2]},
+    {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1},  # last window sticks out
 ])
 def test_max_pool_matches_window_reference(attrs):
     a = np.random.default_rng(14).standard_normal((2, 3, 7, 7)).astype(np.float32)
@@ -395,3 +398,18 @@ def test_embedding_gather_of_data_ids_compiles_and_checks_bounds():
         for _ in range(3):  # after the failed call: still right, and replayed again
             _close(m(ids).numpy(), _plain(m, ids), 1e-6)
     assert _states(m) == ["replay"]
+
+
+@pytest.mark.parametrize("pads", [[0, 0, 0, 0], [1, 1, 1, 1]])
+def test_max_pool_nan_wins(pads):
+    a = np.arange(2 * 1 * 6 * 6, dtype=np.float32).reshape(2, 1, 6, 6)
+    a[0, 0, 1, 1] = a[1, 0, 4, 5] = np.nan
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2],
+                            pads=pads)
+    m = st.onnx.load(_model([node], [_vi("x", [2, 1, 6, 6])], [_vi("y", None)], []))
+    with st.no_grad():
+        got = m(st.tensor(a)).numpy()
+    off = pads[0]
+    assert np.isnan(got[0, 0, (1 + off) // 2, (1 + off) // 2])
+    assert np.isnan(got[1, 0, (4 + off) // 2, (5 + off) // 2])
+    assert np.isnan(got).sum() == 2
