@@ -86,6 +86,13 @@ def load(model, outputs=None, device=None):
     the module fine-tunes like any other; `outputs` cuts the graph at the named values (for
     transfer learning, e.g. a feature layer), and `device` moves it there.
 
+    Called where no gradient is wanted (under `st.no_grad()`, or with nothing requiring grad),
+    the module runs an inference path: batch norms folded into their convs, constant
+    subgraphs folded, and the graph recorded in graph mode once per input signature and
+    replayed after that (graphs with data-dependent shapes keep running node by node); see
+    singa_tensor/onnx/_fast.py. `module.fast = False` turns it off; `module.fast_stats()` says
+    what it did. Training runs the original nodes on the original parameters.
+
     Example:
         >>> import numpy as np
         >>> from onnx import helper, numpy_helper, TensorProto

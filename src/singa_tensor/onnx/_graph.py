@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from .. import creation
+from .. import _execution, autograd, creation
 from .. import dtype as _dt
 from ..nn.module import Module, Parameter
 from ..tensor import Tensor
@@ -191,6 +191,7 @@ class Graph:
         self.types = types
         nodes = [Node(n, opsets, self) for n in proto.node]
         self.nodes = _needed(nodes, self.output_names) if outputs else nodes
+        self.steps = prepare_steps(self.nodes)
 
     def subgraph(self, proto) -> Graph:
         key = id(proto)
@@ -206,36 +207,55 @@ class Graph:
         return g
 
     def run(self, values: list, outer: dict | None = None, device=None) -> list:
-        env = dict(outer) if outer else {}
-        env.update(self.constants)
-        env[""] = None
         if len(values) != len(self.input_names) and outer is None:
             raise OnnxImportError(
                 f"onnx model: expected {len(self.input_names)} inputs "
                 f"({', '.join(self.input_names)}), got {len(values)}")
-        for name, v in zip(self.input_names, values):
-            env[name] = v
         if device is None:
             device = _first_device(values, self.constants)
-        for node in self.nodes:
-            node.device = device
-            node.env = env
-            try:
-                args = [env[n] for n in node.inputs]
-            except KeyError as e:
-                raise OnnxImportError(
-                    f"node {node.name!r} ({node.op_type}): input {e.args[0]!r} is not produced "
-                    "by any earlier node, initializer or graph input") from None
-            out = node.fn(node, args, node.attrs)
-            if not isinstance(out, (tuple, list)) or node.op_type in _SEQUENCE_OUT:
-                out = (out,)
-            for name, v in zip(node.outputs, out):
-                if name:
-                    env[name] = v
+        env = run_steps(self.steps, self.constants, self.input_names, values, outer, device)
         try:
             return [env[n] for n in self.output_names]
         except KeyError as e:
             raise OnnxImportError(f"onnx model: output {e.args[0]!r} is never produced") from None
+
+
+def prepare_steps(nodes: list) -> list:
+    """The execution plan of nodes: one (node, handler, input names, attributes, output names,
+    whether the single output is a sequence) tuple per node, resolved once at load so that a
+    run does no lookups beyond reading and writing its values."""
+    return [(node, node.fn, tuple(node.inputs), node.attrs, tuple(node.outputs),
+             node.op_type in _SEQUENCE_OUT) for node in nodes]
+
+
+def run_steps(steps: list, constants: dict, input_names, values, outer, device,
+              hook=None) -> dict:
+    """Run a plan (`prepare_steps`) with the graph inputs bound to values; returns every value
+    by name. hook(step, args, out), when given, sees each node after it ran."""
+    env = dict(outer) if outer else {}
+    env.update(constants)
+    env[""] = None
+    for name, v in zip(input_names, values):
+        env[name] = v
+    for step in steps:
+        node, fn, ins, attrs, outs, seq = step
+        node.device = device
+        node.env = env
+        try:
+            args = [env[n] for n in ins]
+        except KeyError as e:
+            raise OnnxImportError(
+                f"node {node.name!r} ({node.op_type}): input {e.args[0]!r} is not produced "
+                "by any earlier node, initializer or graph input") from None
+        out = fn(node, args, attrs)
+        if seq or not isinstance(out, (tuple, list)):
+            out = (out,)
+        for name, v in zip(outs, out):
+            if name:
+                env[name] = v
+        if hook is not None:
+            hook(step, args, out)
+    return env
 
 
 # ops whose single output is itself a Python list (an ONNX sequence)
@@ -353,6 +373,9 @@ class OnnxModule(Module):
                 raise OnnxImportError(f"onnx load: no value named {bad[0]!r} to cut the graph at")
         object.__setattr__(self, "_graph", Graph(graph, opsets, constants, outputs))
         object.__setattr__(self, "_model", model)
+        # inference (no gradient wanted, no trace or recording running) runs folded, compiled
+        # and replayed (onnx/_fast.py); False keeps it on the plain node-by-node plan
+        object.__setattr__(self, "fast", True)
 
     @property
     def input_names(self) -> list:
@@ -379,10 +402,48 @@ class OnnxModule(Module):
 
     def _refresh_constants(self) -> None:
         # parameters may have been replaced by module.to(...) or load_state_dict
-        params = dict(self.named_parameters())
-        params.update(dict(self.named_buffers()))
+        consts = self._graph.constants
+        params, buffers = self._parameters, self._buffers
         for onnx_name, attr in self._onnx_names.items():
-            self._graph.constants[onnx_name] = params[attr]
+            t = params.get(attr)
+            if t is None:
+                t = buffers[attr]
+            consts[onnx_name] = t
+
+    def __getstate__(self):
+        # the inference path's recordings point at this module's memory: a copy starts
+        # without them and folds and records again on first use
+        state = self.__dict__.copy()
+        state.pop("_fast_path", None)
+        return state
+
+    def _wants_grad(self, inputs) -> bool:
+        if not autograd.is_grad_enabled():
+            return False
+        return any(isinstance(x, Tensor) and x.requires_grad for x in inputs) or \
+            any(p.requires_grad for p in self._parameters.values() if p is not None)
+
+    def fast_stats(self) -> dict:
+        """What the inference path did: replays, recordings, nodes removed by folding, and the
+        state of each input signature ('compile', 'replay' or 'eager' with the reason).
+
+        Example:
+            >>> import numpy as np
+            >>> from onnx import helper, TensorProto
+            >>> import singa_tensor as st
+            >>> g = helper.make_graph([helper.make_node("Neg", ["x"], ["y"])], "g",
+            ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+            ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+            >>> m = st.onnx.load(helper.make_model(g))
+            >>> with st.no_grad():
+            ...     _ = m(st.ones(1))
+            >>> [state for state, _ in m.fast_stats()["signatures"].values()]
+            ['compile']
+        """
+        fp = self.__dict__.get("_fast_path")
+        if fp is None:
+            return {"replays": 0, "records": 0, "folded_nodes": 0, "signatures": {}}
+        return fp.stats()
 
     def forward(self, *inputs):
         self._refresh_constants()
@@ -401,7 +462,18 @@ class OnnxModule(Module):
             raise OnnxImportError(
                 f"onnx model: expected {len(self._graph.input_names)} inputs "
                 f"({', '.join(self._graph.input_names)}), got {len(inputs)}")
-        outs = self._graph.run(vals, device=device if device is not None else None)
+        if self.fast and _execution.current() is None and not self._wants_grad(vals):
+            fp = self.__dict__.get("_fast_path")
+            if fp is None:
+                from ._fast import FastPath
+
+                fp = FastPath(self._graph)
+                object.__setattr__(self, "_fast_path", fp)
+            if device is None:
+                device = _first_device(vals, {})
+            outs = fp.run(vals, device)
+        else:
+            outs = self._graph.run(vals, device=device if device is not None else None)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def run_numpy(self, inputs) -> list:

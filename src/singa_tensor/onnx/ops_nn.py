@@ -19,6 +19,7 @@ import numpy as np
 from .. import creation
 from .. import dtype as _dt
 from ..nn import functional as F
+from ..ops.elementwise import maximum as st_maximum
 from ..ops.elementwise import where
 from ..ops.shape import cat
 from ._graph import ints
@@ -358,9 +359,41 @@ def _avg_pool2d_fast(node, x, attrs):
     return F.avg_pool2d(xp, tuple(kernel), tuple(strides), tuple(pad), ceil, count_pad)
 
 
+def _max_pool2d_fast(node, x, attrs):
+    """MaxPool of a 4-d float input on F.max_pool2d (one kernel instead of gathering every
+    window), or None where its rules cannot give the ONNX result: uneven pads, pads over half
+    the kernel, or the indices output wanted."""
+    kernel = list(attrs.get("kernel_shape") or [])
+    if x.ndim != 4 or len(kernel) != 2 or x.dtype not in (_dt.float32, _dt.float64) or \
+            node.wants(1):
+        return None
+    ceil = bool(attrs.get("ceil_mode", 0))
+    strides, dil, pb, pe, out = _geometry(node, attrs, x.shape[2:], kernel, ceil)
+    if pb != pe or any(p > k // 2 for p, k in zip(pb, kernel)):
+        return None
+    ends = [(k - 1) * d + (o - 1) * s + 1 for k, d, o, s in zip(kernel, dil, out, strides)]
+    if not any(pb) and kernel[0] * kernel[1] <= 9 and all(
+            e <= n for e, n in zip(ends, x.shape[2:])):
+        # every window inside the image: the max of the kernel's strided views (NaN wins,
+        # as in max_pool2d), a few elementwise kernels instead of an index and a gather
+        (sh, sw), (dh, dw), (oh, ow) = strides, dil, out
+        y = None
+        for i in range(kernel[0]):
+            for j in range(kernel[1]):
+                v = x[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh,
+                      j * dw:j * dw + (ow - 1) * sw + 1:sw]
+                y = v if y is None else st_maximum(y, v)
+        return y.contiguous() if kernel[0] * kernel[1] == 1 else y
+    y = F.max_pool2d(x, tuple(kernel), tuple(strides), tuple(pb), tuple(dil), ceil)
+    return y if list(y.shape[2:]) == list(out) else None
+
+
 @handler("MaxPool")
 def max_pool(node, inputs, attrs):
     x = inputs[0]
+    fast = _max_pool2d_fast(node, x, attrs)
+    if fast is not None:
+        return (fast, None)
     xf = _float(x)
     win, (spatial, kernel, strides, dil, pb, _, pe_all, out) = _pool_windows(
         node, xf, attrs, -math.inf)

@@ -15,6 +15,8 @@ import numpy as np
 
 import singa_tensor as st
 
+from ..ops._registry import host_decision
+from ..ops.index import _min_max
 from ..ops.more_index import _distinct
 from ._graph import st_dtype
 from ._handlers import handler
@@ -77,6 +79,22 @@ def _index_array(node, t, n: int | None = None) -> np.ndarray:
         if lo < 0:
             a = np.where(a < 0, a + n, a)
     return a
+
+
+def _device_index(node, t, n: int):
+    """An index tensor as flat int64 on its device, negatives wrapped, bounds checked against
+    n (reading only the minimum and maximum, as a host decision)."""
+    if t.dtype not in (st.int32, st.int64):
+        raise node.fail(f"indices must be integers, got {t.dtype.name}")
+    flat = t.reshape(-1)
+    if flat.dtype is not st.int64:
+        flat = flat.to(st.int64)
+    if flat.numel() == 0:
+        return flat
+    lo, hi = host_decision(lambda: _min_max(flat), lambda v: (v[0] < -n or v[1] >= n, v[0] < 0))
+    if lo < -n or hi >= n:
+        raise node.fail(f"index {lo if lo < -n else hi} is out of bounds for an axis of size {n}")
+    return st.where(flat < 0, flat + n, flat) if lo < 0 else flat
 
 
 _HALF = (st.float16, st.bfloat16)
@@ -428,8 +446,9 @@ def gather_(node, inputs, attrs):
     if memo is not None and memo[0] is idx and memo[1] == (idx._storage.version, n):
         flat_idx, ishape = memo[2], memo[3]  # the same index tensor (a constant) as last run
     else:
-        a = _index_array(node, idx, n)
-        flat_idx, ishape = node.const(a.reshape(-1)), a.shape
+        # checked and wrapped on the device: for indices computed by the graph (token ids
+        # into an embedding) graph mode then guards on the bounds decision, not the values
+        flat_idx, ishape = _device_index(node, idx, n), idx.shape
         node.memo = (idx, (idx._storage.version, n), flat_idx, ishape)
     flat = _in_float(st.index_select, x, axis, flat_idx)
     return st.reshape(flat, *x.shape[:axis], *ishape, *x.shape[axis + 1:])
