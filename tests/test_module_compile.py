@@ -79,3 +79,27 @@ def test_keyword_arguments_run_eagerly():
 def test_compile_options_are_checked():
     with pytest.raises((TypeError, ValueError)):
         _net().compile(on_change="sometimes")
+
+
+def test_a_deep_copy_of_a_compiled_module_replays_its_own_weights():
+    import copy
+
+    net = _net().eval()
+    net.compile()
+    x = st.randn(2, 3, 6, 6)
+    with st.no_grad():
+        for _ in range(3):
+            net(x)
+        twin = copy.deepcopy(net)
+        for p in twin.parameters():
+            p.mul_(0.5)
+        ref = _net().eval()
+        ref.load_state_dict(twin.state_dict())
+        for _ in range(3):
+            np.testing.assert_allclose(to_numpy(twin(x)), to_numpy(ref(x)), rtol=1e-6,
+                                       atol=1e-6)
+        # the original still gives its own results
+        orig = _net().eval()
+        np.testing.assert_allclose(to_numpy(net(x)), to_numpy(orig(x)), rtol=1e-6, atol=1e-6)
+    assert twin._compiled_forward is not net._compiled_forward
+    assert twin._compiled_forward.replays >= 1

@@ -156,6 +156,20 @@ class Module(_hooks.ModuleHooks, _state.StateHooks):
         forward = self.forward
         object.__setattr__(self, "_compiled_forward",
                            CompiledStep(lambda training, *args: forward(*args), **options))
+        object.__setattr__(self, "_compile_options", dict(options))
+
+    def __getstate__(self) -> dict:
+        # a compiled forward's recordings point at this module's memory: a copy leaves them
+        # behind and is compiled afresh (__setstate__), recording its own on first use
+        state = self.__dict__.copy()
+        state.pop("_compiled_forward", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        options = state.get("_compile_options")
+        if options is not None:
+            self.compile(**options)
 
     # ---- registration ----------------------------------------------------------------------
     def _require_init(self, what: str) -> None:
