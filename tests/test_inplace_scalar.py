@@ -41,3 +41,28 @@ def test_scalar_inplace_with_grad_is_recorded():
     y.mul_(3.0).add_(1)
     y.sum().backward()
     assert w.grad.tolist() == [6.0, 6.0, 6.0]
+
+
+@pytest.mark.parametrize("dtype", [st.float16, st.bfloat16])
+@pytest.mark.parametrize("op", ["add_", "mul_", "sub_"])
+def test_half_precision_inplace_computes_through_float32(dtype, op):
+    x = st.tensor([1.5, -2.0, 0.25], dtype=dtype)
+    other = st.tensor([0.5, 3.0, 1.0], dtype=dtype)
+    want = {"add_": x + other, "mul_": x * other, "sub_": x - other}[op].to(dtype)
+    assert getattr(x, op)(other) is x and x.dtype is dtype
+    assert x.to(st.float32).tolist() == want.to(st.float32).tolist()
+    y = st.tensor([1.5, -2.0], dtype=dtype)
+    getattr(y, op)(2)
+    assert y.dtype is dtype
+
+
+def test_half_precision_gradients_accumulate():
+    import singa_tensor.nn.functional as F
+
+    x = st.tensor([0.5, -1.0, 2.0]).to(st.float16).requires_grad_()
+    F.gelu(x).sum().backward()
+    F.gelu(x).sum().backward()  # the second backward adds into .grad
+    assert x.grad.dtype is st.float16
+    single = st.tensor([0.5, -1.0, 2.0]).to(st.float16).requires_grad_()
+    F.gelu(single).sum().backward()
+    assert x.grad.to(st.float32).tolist() == (single.grad.to(st.float32) * 2).tolist()

@@ -137,7 +137,7 @@ def inplace_binary(x: Tensor, other, fn, op: str) -> Tensor:
     if (not _ag._mode.enabled or not (x.requires_grad or getattr(other, "requires_grad", False))):
         # fast path: the kernel writes straight into x when the layout allows
         if (x._contig and other.__class__ is Tensor and other.dtype is x.dtype
-                and other._shape == x._shape and other._contig and x.dtype.is_floating_point
+                and other._shape == x._shape and other._contig and x.dtype in _KERNEL_DTYPES
                 and op[:-1] in _DIRECT_BINARY):
             from ._registry import int64s
 
@@ -147,7 +147,7 @@ def inplace_binary(x: Tensor, other, fn, op: str) -> Tensor:
             x._storage.version += 1
             return x
         if (x._contig and op in _AFFINE_SCALAR and other.__class__ in (int, float)
-                and x.dtype in _AFFINE_DTYPES):
+                and x.dtype in _KERNEL_DTYPES):
             # x * s or x + s with a Python number: the affine kernel a * x + b in place, with
             # the number rounded to x's dtype as the out-of-place op rounds it. b = -0.0 or
             # a = 1 keeps the result bit for bit that of the plain product or sum (-0.0 is the
@@ -166,7 +166,8 @@ def inplace_binary(x: Tensor, other, fn, op: str) -> Tensor:
 
 _DIRECT_BINARY = {"add", "sub", "mul", "div", "maximum", "minimum"}
 _AFFINE_SCALAR = ("mul_", "add_", "sub_")
-_AFFINE_DTYPES = (_dt.float32, _dt.float64)
+# the float dtypes with kernels of their own (float16/bfloat16 compute through float32)
+_KERNEL_DTYPES = (_dt.float32, _dt.float64)
 
 
 def inplace_unary(x: Tensor, fn, op: str, *args, **kwargs) -> Tensor:
