@@ -36,6 +36,11 @@ extern "C" {
 #define ST_INT_TYPES(X, ...) X(i32, int32_t, __VA_ARGS__) X(i64, int64_t, __VA_ARGS__)
 #define ST_NUM_TYPES(X, ...) ST_FLOAT_TYPES(X, __VA_ARGS__) ST_INT_TYPES(X, __VA_ARGS__)
 #define ST_ALL_TYPES(X, ...) ST_NUM_TYPES(X, __VA_ARGS__) X(u8, uint8_t, __VA_ARGS__)
+/* the 16-bit floats, stored as their raw bits: kernels on them load each element into float,
+ * compute in float registers and round once on store (ST_TAG_<suffix> of dtypes.h names the
+ * format, since both share the C type) */
+#define ST_HALF_TYPES(X, ...) X(f16, uint16_t, __VA_ARGS__) X(bf16, uint16_t, __VA_ARGS__)
+#define ST_FLOAT_HALF_TYPES(X, ...) ST_FLOAT_TYPES(X, __VA_ARGS__) ST_HALF_TYPES(X, __VA_ARGS__)
 /* raw storage widths used by layout-only kernels (copy) */
 #define ST_WIDTH_TYPES(X, ...)                                                     \
   X(b8, uint8_t, __VA_ARGS__) X(b16, uint16_t, __VA_ARGS__) X(b32, uint32_t, __VA_ARGS__) \
