@@ -2,13 +2,16 @@
 
 Rows: memory-bound elementwise ops and last-axis reductions (GB/s, ratio of throughputs),
 training steps of the models of bench_train.py plus ResNet-18 at batch 64 (ms/step, ratio of
-times), and the cost of one tiny op (launch overhead). Every sample is bracketed by device
+times), the same steps under bfloat16 autocast and with TF32 (against PyTorch doing the same),
+square matrix products in float32, TF32 and bfloat16, and the cost of one tiny op (launch
+overhead). Every sample is bracketed by device
 synchronisation; the median over samples after warm-up is reported. Each side of each row runs
 in its own try block, so one failing case prints its error in its row and the run goes on.
 
     python bench/gpu.py                   # full run
     python bench/gpu.py --quick           # fewer repeats (the GPU check uses this, < 2 min)
     python bench/gpu.py --only add,resnet18
+    python bench/gpu.py --quick --only precision   # bf16 autocast, TF32 and GEMM rows
 """
 
 from __future__ import annotations
@@ -257,11 +260,15 @@ BANDWIDTH = {
 }
 
 
-def make_step(side: str, builder, shape: tuple, seed: int, graph: bool = False):
+def make_step(side: str, builder, shape: tuple, seed: int, graph: bool = False,
+              precision: str = "f32"):
     """bench_train's model on the GPU: built and initialised on the CPU with the same weights
     in both libraries, then moved; returns the step function (forward, backward, SGD), ours
-    in graph mode (st.compile: CUDA-graph replay) when graph is set."""
-    lb = bt.Lib(lib(side), side)
+    in graph mode (st.compile: CUDA-graph replay) when graph is set. precision "bf16" runs the
+    forward and the loss under bfloat16 autocast, "tf32" lets float32 matrix products use TF32
+    (both libraries' `backends.cuda.matmul.allow_tf32`, set for the step and reset after)."""
+    m = lib(side)
+    lb = bt.Lib(m, side)
     rng = np.random.default_rng(seed)
     xn = rng.standard_normal(shape, dtype=np.float32)
     yn = rng.integers(0, 10, size=shape[0]).astype(np.int64)
@@ -274,11 +281,24 @@ def make_step(side: str, builder, shape: tuple, seed: int, graph: bool = False):
 
     def step():
         opt.zero_grad()
-        loss = lb.F.cross_entropy(model(x), y)
+        if precision == "bf16":
+            with m.autocast("cuda", dtype=m.bfloat16):
+                loss = lb.F.cross_entropy(model(x), y)
+        else:
+            loss = lb.F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         return loss
 
+    if precision == "tf32":
+        def tf32_step(inner=step):
+            m.backends.cuda.matmul.allow_tf32 = True
+            try:
+                return inner()
+            finally:
+                m.backends.cuda.matmul.allow_tf32 = False
+
+        step = tf32_step
     if graph and side == "ours":
         return st.compile(step)
     return step
@@ -286,12 +306,14 @@ def make_step(side: str, builder, shape: tuple, seed: int, graph: bool = False):
 
 def train_row(plan: Plan, name: str) -> Row:
     graph = name in GRAPH
-    label, builder, shape = TRAIN[GRAPH.get(name, name)]
-    row = Row(f"{label} step" + (" graph" if graph else ""), "time", STEP_TARGET)
+    base, precision = PRECISION.get(name, (GRAPH.get(name, name), "f32"))
+    label, builder, shape = TRAIN[base]
+    suffix = {"f32": "", "bf16": " bf16 autocast", "tf32": " tf32"}[precision]
+    row = Row(f"{label} step" + (" graph" if graph else "") + suffix, "time", STEP_TARGET)
     loss0 = {}
     for side in active_sides():
         try:
-            step = make_step(side, builder, shape, seed=7, graph=graph)
+            step = make_step(side, builder, shape, seed=7, graph=graph, precision=precision)
             start, losses = time.perf_counter(), []
             while len(losses) < plan.check_steps:
                 losses.append(float(step().item()))
@@ -376,11 +398,58 @@ def launch_row(plan: Plan, name: str) -> Row:
     return row
 
 
+def gemm_row(plan: Plan, name: str) -> Row:
+    """One square matrix product in a precision: bf16 (tensor cores), f32, or f32 with TF32."""
+    precision = name.split("_")[1]
+    n = 8192
+    row = Row(f"gemm {n}^3 {precision}", "time")
+    rng = np.random.default_rng(3)
+    an = rng.standard_normal((n, n), dtype=np.float32)
+    bn = rng.standard_normal((n, n), dtype=np.float32)
+    want = None
+    for side in active_sides():
+        try:
+            m = lib(side)
+            dt = m.bfloat16 if precision == "bf16" else m.float32
+            a = m.tensor(an[:256]).to(DEVICE).to(dt)
+            b = m.tensor(bn[:, :256]).to(DEVICE).to(dt)
+            m.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+            small = (a @ b[:256]).float().cpu().numpy()
+            ref = an[:256, :256].astype(np.float64) @ bn[:256, :256]
+            err = float(np.abs(small - ref).max() / np.abs(ref).max())
+            if want is None:
+                want = err
+            row.notes.append(f"{side} rel err {err:.1e}")
+            a = m.tensor(an).to(DEVICE).to(dt)
+            b = m.tensor(bn).to(DEVICE).to(dt)
+            row.s[side] = timed(side, lambda a=a, b=b: a @ b, 2, plan.launch_reps, 1, plan.cap_s)
+            tflops = 2 * n ** 3 / row.s[side] / 1e12
+            row.notes.append(f"{side} {tflops:.0f} TFLOP/s")
+        except Exception as e:
+            row.fail(side, e)
+        finally:
+            try:
+                lib(side).backends.cuda.matmul.allow_tf32 = False
+            except Exception:
+                pass
+        free_memory()
+    return row
+
+
 # ours in graph mode against PyTorch eager
 GRAPH = {"mlp_graph": "mlp", "cnn_graph": "cnn"}
+# the same steps in lower precision against PyTorch in the same precision
+PRECISION = {"mlp_bf16": ("mlp", "bf16"), "cnn_bf16": ("cnn", "bf16"),
+             "resnet18_bf16": ("resnet18", "bf16"), "encoder_bf16": ("encoder", "bf16"),
+             "mlp_tf32": ("mlp", "tf32"), "resnet18_tf32": ("resnet18", "tf32")}
 CASES = {**{k: bandwidth_row for k in BANDWIDTH}, **{k: train_row for k in TRAIN},
-         **{k: train_row for k in GRAPH},
+         **{k: train_row for k in GRAPH}, **{k: train_row for k in PRECISION},
+         "gemm_f32": gemm_row, "gemm_tf32": gemm_row, "gemm_bf16": gemm_row,
          "launch": launch_row, "launch_grad": launch_row}
+# --only accepts these names for sets of cases: the float32 rows and the lower-precision ones
+PRECISION_CASES = ("gemm_f32", "gemm_tf32", "gemm_bf16", *PRECISION)
+GROUPS = {"float32": tuple(n for n in CASES if n not in PRECISION_CASES),
+          "precision": PRECISION_CASES}
 
 
 # ---- output --------------------------------------------------------------------------------------
@@ -471,12 +540,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer repeats (the GPU check)")
     p.add_argument("--only", action="append", default=[], metavar="NAME",
-                   help=f"run only these cases (repeat or comma-separate): {', '.join(CASES)}")
+                   help=f"run only these cases (repeat or comma-separate): {', '.join(CASES)}; "
+                        f"or the groups {', '.join(GROUPS)}")
     p.add_argument("--budget", type=float, default=None,
                    help="skip the remaining cases after this many seconds "
                         "(default 100 with --quick, none otherwise)")
     args = p.parse_args(argv)
     names = [n for item in args.only for n in item.split(",") if n] or list(CASES)
+    names = [m for n in names for m in GROUPS.get(n, (n,))]
     unknown = [n for n in names if n not in CASES]
     if unknown:
         p.error(f"unknown case {', '.join(unknown)}; choose from {', '.join(CASES)}")

@@ -87,7 +87,9 @@ grep -E "^(FAILED|ERROR)" "$OUT/suite.log" | cut -c1-220 | head -60
 tail -3 "$OUT/suite.log"
 
 stamp "bench/gpu.py --quick"
-timeout 200 $PY bench/gpu.py --quick --budget 130 2>&1 | tee "$OUT/bench.log"
+timeout 200 $PY bench/gpu.py --quick --only float32 --budget 130 2>&1 | tee "$OUT/bench.log"
+stamp "bench/gpu.py --quick --only precision (bf16 autocast, TF32, GEMMs against PyTorch)"
+timeout 150 $PY bench/gpu.py --quick --only precision --budget 100 2>&1 | tee "$OUT/amp.log"
 stamp "fused attention against the composition and PyTorch's (--quick)"
 timeout 60 $PY bench/bench_attention.py --device cuda --quick 2>&1 | tee "$OUT/attention.log"
 stamp "host-side profile of the CNN training step"

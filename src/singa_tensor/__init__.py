@@ -10,6 +10,8 @@ Example:
 
 from __future__ import annotations
 
+import sys as _sys
+
 from . import autograd, backend, cuda, random
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backend.device import Device
@@ -135,6 +137,42 @@ __all__ = [
     # st.range stays out of `import *`, which would hide the builtin
     *(n for n in _torch_misc.__all__ if n != "range"),
 ]
+
+# mixed precision: st.autocast and the torch.* functions on its state, st.amp, st.cpu.amp and
+# st.cuda.amp (registered as modules, so `from singa_tensor.cuda.amp import GradScaler` works)
+from . import amp, cpu  # noqa: E402
+from .amp import GradScaler  # noqa: E402
+from .amp._devices import cpu_amp as _cpu_amp  # noqa: E402
+from .amp._devices import cuda_amp as _cuda_amp  # noqa: E402
+from .amp.autocast_mode import (  # noqa: E402
+    autocast,
+    autocast_decrement_nesting,
+    autocast_increment_nesting,
+    clear_autocast_cache,
+    get_autocast_cpu_dtype,
+    get_autocast_dtype,
+    get_autocast_gpu_dtype,
+    is_autocast_cache_enabled,
+    is_autocast_cpu_enabled,
+    is_autocast_enabled,
+    set_autocast_cache_enabled,
+    set_autocast_cpu_dtype,
+    set_autocast_cpu_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
+    set_autocast_gpu_dtype,
+)
+
+cuda.amp = _cuda_amp
+_sys.modules[_cpu_amp.__name__] = _cpu_amp
+_sys.modules[_cuda_amp.__name__] = _cuda_amp
+__all__ += ["amp", "cpu", "GradScaler", "autocast", "clear_autocast_cache",
+            "get_autocast_cpu_dtype", "get_autocast_dtype", "get_autocast_gpu_dtype",
+            "is_autocast_cache_enabled",
+            "is_autocast_cpu_enabled", "is_autocast_enabled", "set_autocast_cache_enabled",
+            "set_autocast_dtype", "set_autocast_enabled", "set_autocast_cpu_dtype",
+            "set_autocast_cpu_enabled", "set_autocast_gpu_dtype", "autocast_increment_nesting",
+            "autocast_decrement_nesting"]
 
 # PyTorch's torch.linalg and torch.distributions namespaces (top layer, built on all above)
 from . import distributions, linalg  # noqa: E402

@@ -115,3 +115,43 @@ def running(ctx: ExecutionContext) -> Iterator[ExecutionContext]:
         yield ctx
     finally:
         leave(token)
+
+
+# ---- autocast ---------------------------------------------------------------------------------
+# `singa_tensor.amp.autocast` keeps its per-thread state here, below every layer that asks it:
+# ops/_registry.py `apply` hands each op's arguments to the state's `cast_args` while a region is
+# active, and the backward engine suspends it (a backward runs in the dtypes its forward chose).
+_autocast: ContextVar[Any] = ContextVar("singa_tensor_autocast", default=None)
+autocast_state = _autocast.get
+# how many threads have an autocast region open: zero keeps apply's test to one integer
+autocast_count = 0
+
+
+def set_autocast(state) -> Token:
+    """Make state (an object with `cast_args(spec, args)`, or None) this thread's autocast
+    state until `reset_autocast` with the token returned."""
+    global autocast_count
+    token = _autocast.set(state)
+    with _count_lock:
+        autocast_count += 1
+    return token
+
+
+def reset_autocast(token: Token) -> None:
+    global autocast_count
+    _autocast.reset(token)
+    with _count_lock:
+        autocast_count -= 1
+
+
+@contextmanager
+def autocast_suspended() -> Iterator[None]:
+    """No autocast casts for the block (the backward engine, functions run in float32)."""
+    if not autocast_count or _autocast.get() is None:
+        yield
+        return
+    token = set_autocast(None)
+    try:
+        yield
+    finally:
+        reset_autocast(token)

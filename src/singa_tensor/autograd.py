@@ -333,6 +333,13 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, capture=None
     capture: None to accumulate into leaves' .grad, or a dict {edge: None} whose values are
     filled with the gradient arriving at each requested edge (used by `grad`).
     """
+    if _execution.autocast_count:  # a backward inside an autocast region casts nothing
+        with _execution.autocast_suspended():
+            return _propagate(roots, root_grads, retain_graph, create_graph, capture)
+    return _propagate(roots, root_grads, retain_graph, create_graph, capture)
+
+
+def _propagate(roots, root_grads, retain_graph: bool, create_graph: bool, capture=None):
     # dependency counts over the reachable graph
     deps: dict[Node, int] = {}
     stack = []

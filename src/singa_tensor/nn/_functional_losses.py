@@ -485,3 +485,9 @@ __all__ = [
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy", "kl_div",
     "l1_loss", "mse_loss", "nll_loss", "smooth_l1_loss",
 ]
+
+# under autocast the losses run in float32 (PyTorch's float32 list): nn's loss layers and
+# nn.functional both reach the wrapped functions through this module
+from ..amp.autocast_mode import wrap_float32_functions as _wrap_float32  # noqa: E402
+
+_wrap_float32(globals())

@@ -500,3 +500,9 @@ __all__ = [
     "triplet_margin_loss",
     "triplet_margin_with_distance_loss",
 ]
+
+# under autocast the losses run in float32 (PyTorch's float32 list): nn's loss layers and
+# nn.functional both reach the wrapped functions through this module
+from ..amp.autocast_mode import wrap_float32_functions as _wrap_float32  # noqa: E402
+
+_wrap_float32(globals())

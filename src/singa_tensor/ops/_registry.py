@@ -211,6 +211,10 @@ def node_class(spec) -> type:
 
 def apply(spec, *args, **attrs):
     """Run spec's forward and, when gradients are wanted, record it in the graph."""
+    if _execution.autocast_count:  # an autocast region may cast the arguments (amp/)
+        state = _execution.autocast_state()
+        if state is not None:
+            args = state.cast_args(spec, args)
     nc = spec.__dict__.get("node_class")
     ctx = nc() if nc is not None else _ag.Node()
     ex = _execution.running_count and execution()

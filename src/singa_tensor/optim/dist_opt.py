@@ -235,7 +235,24 @@ class DistOpt:
         if loss.numel() != 1:
             raise ValueError(f"{op}: loss must be a scalar, got shape {tuple(loss.shape)}")
 
-    def _overlapped_backward(self, loss: Tensor, buckets: list, launch, finish) -> int:
+    def _reduce_found_inf(self, found: Tensor) -> Tensor:
+        """GradScaler's inf/NaN flag, the maximum over the group: a step skipped on one rank is
+        skipped on all, so the replicas stay equal."""
+        if self.world_size == 1:
+            return found
+        dist = _dist()
+        flag = found.clone()
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.group)
+        return flag
+
+    def _step(self, scaler) -> None:
+        if scaler is None:
+            self.optimizer.step()
+        else:
+            scaler.step(self)
+
+    def _overlapped_backward(self, loss: Tensor, buckets: list, launch, finish,
+                             scaler=None) -> int:
         """Backward with launch(b) started from the gradient hooks, then finish(pending)."""
         self.optimizer.zero_grad(set_to_none=True)
         self._sent = 0
@@ -249,7 +266,7 @@ class DistOpt:
         reducer.flush()
         with no_grad():
             finish(reducer.pending)
-        self.optimizer.step()
+        self._step(scaler)
         self.last_bytes_sent = self._sent
         return self._sent
 
@@ -280,9 +297,12 @@ class DistOpt:
         return launch, finish
 
     # ---- the four modes ---------------------------------------------------------------------
-    def backward_and_update(self, loss: Tensor, threshold: int | None = None) -> int:
+    def backward_and_update(self, loss: Tensor, threshold: int | None = None,
+                            scaler=None) -> int:
         """Backward, average the gradients across ranks (bucketed, overlapped with backward),
-        then step the optimizer. Returns the bytes sent.
+        then step the optimizer. Returns the bytes sent. With `scaler` (an `amp.GradScaler`),
+        the loss is scaled before backward and the step goes through `scaler.step`, skipped on
+        every rank when any rank's gradients hold an inf or NaN; call `scaler.update()` after.
 
         Example:
             >>> import singa_tensor as st
@@ -296,18 +316,23 @@ class DistOpt:
         """
         self._check_loss("backward_and_update", loss)
         buckets = self._plan(self._threshold("backward_and_update", threshold), None)
+        if scaler is not None:
+            loss = scaler.scale(loss)
         if self.world_size == 1:  # the average of one gradient is itself: nothing to pack
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            self.optimizer.step()
+            self._step(scaler)
             self.last_bytes_sent = 0
             return 0
-        return self._overlapped_backward(loss, buckets, *self._dense_launch(buckets))
+        return self._overlapped_backward(loss, buckets, *self._dense_launch(buckets),
+                                         scaler=scaler)
 
     def backward_and_update_half(self, loss: Tensor, threshold: int | None = None,
-                                 clipping: bool = False, clip_value: float = 100.0) -> int:
+                                 clipping: bool = False, clip_value: float = 100.0,
+                                 scaler=None) -> int:
         """`backward_and_update` with float16 on the wire (half the bytes); with `clipping`,
-        gradients are first clamped to [-clip_value, clip_value].
+        gradients are first clamped to [-clip_value, clip_value]. `scaler` as in
+        `backward_and_update`.
 
         Example:
             >>> import singa_tensor as st
@@ -326,7 +351,9 @@ class DistOpt:
         buckets = self._plan(self._threshold(op, threshold), float16.itemsize)
         launch, finish = self._dense_launch(buckets, float16,
                                             float(clip_value) if clipping else None)
-        return self._overlapped_backward(loss, buckets, launch, finish)
+        if scaler is not None:
+            loss = scaler.scale(loss)
+        return self._overlapped_backward(loss, buckets, launch, finish, scaler=scaler)
 
     def backward_and_sparse_update(self, loss: Tensor, threshold: int | None = None,
                                    spars: float = 0.05, topK: bool = False,  # noqa: N803

@@ -7,6 +7,7 @@ update of one group, which runs under `no_grad` with whole-tensor in-place ops.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections import defaultdict
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import _execution
+from .. import dtype as _dt
 from ..autograd import enable_grad, no_grad
 from ..tensor import Tensor
 
@@ -46,6 +48,29 @@ class Optimizer:
 
     # state entries with the parameter's shape: load_state_dict checks them against it
     _param_shaped_state: tuple = ()
+    # (float32 master, model parameter) pairs when created with master_weights=True
+    _masters: list | None = None
+    _master_synced = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        # every optimizer takes master_weights=True: float32 copies of its float16/bfloat16
+        # parameters are what it updates (and keeps its state for), rounded into the model's
+        # parameters after each step
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+
+        @functools.wraps(init)
+        def __init__(self, *args, master_weights: bool = False, **kw):
+            init(self, *args, **kw)
+            if not isinstance(master_weights, bool):
+                raise TypeError(f"{type(self).__name__}: master_weights must be a bool, got "
+                                f"{type(master_weights).__name__}")
+            if master_weights and self._masters is None:
+                self._use_master_weights()
+
+        cls.__init__ = __init__
 
     @staticmethod
     def _grads(group: dict):
@@ -117,6 +142,8 @@ class Optimizer:
         if len({id(p) for p in params}) != len(params):
             warnings.warn(f"{name}: a parameter group holds duplicate parameters; this will be "
                           "an error in a future version", UserWarning, stacklevel=2)
+        if self._masters is not None:
+            params = self._with_masters(params)
         group["params"] = params
         for key, default in self.defaults.items():
             if default is required and key not in group:
@@ -129,6 +156,63 @@ class Optimizer:
         self._check_group(group)
         self.param_groups.append(group)
         self._init_group_state(group)
+
+    # ---- master weights ----------------------------------------------------------------------
+    def _use_master_weights(self) -> None:
+        name = type(self).__name__
+        if type(self).step is not Optimizer.step:
+            raise ValueError(f"{name}: master_weights is not supported by this optimizer (its "
+                             f"step is its own)")
+        self._masters = []
+        for g in self.param_groups:
+            g["params"] = self._with_masters(g["params"])
+        self.state = defaultdict(dict)
+        for g in self.param_groups:
+            self._init_group_state(g)
+
+    def _with_masters(self, params: list) -> list:
+        out = []
+        for p in params:
+            if p.dtype is _dt.float16 or p.dtype is _dt.bfloat16:
+                with no_grad():
+                    m = p.detach().to(dtype=_dt.float32).clone()
+                m.requires_grad_(True)
+                self._masters.append((m, p))
+                out.append(m)
+            else:
+                out.append(p)
+        return out
+
+    def master_params(self):
+        """The tensors this optimizer updates: its parameters, with the float32 master copy in
+        place of each float16/bfloat16 parameter when created with `master_weights=True` (clip
+        or inspect gradients there, after `GradScaler.unscale_`).
+
+        Example:
+            >>> import singa_tensor as st
+            >>> w = st.zeros(2, dtype=st.bfloat16, requires_grad=True)
+            >>> opt = st.optim.SGD([w], lr=0.1, master_weights=True)
+            >>> [p.dtype for p in opt.master_params()]
+            [singa_tensor.float32]
+        """
+        for g in self.param_groups:
+            yield from g["params"]
+
+    def _prepare_grads(self) -> None:
+        """Give each master copy its parameter's gradient in float32 (once per step)."""
+        if not self._masters or self._master_synced:
+            return
+        with no_grad():
+            for m, p in self._masters:
+                g = p.grad
+                m.grad = None if g is None else g.detach().to(dtype=_dt.float32)
+        self._master_synced = True
+
+    def _write_masters(self) -> None:
+        with no_grad():
+            for m, p in self._masters:
+                p.copy_(m)
+        self._master_synced = False
 
     def _check_group(self, group: dict) -> None:
         """Raise ValueError naming the optimizer and the value for a bad hyper-parameter."""
@@ -158,8 +242,12 @@ class Optimizer:
             >>> opt = optim.SGD([w]); opt.zero_grad(); w.grad is None
             True
         """
-        for group in self.param_groups:
-            for p in group["params"]:
+        groups = [g["params"] for g in self.param_groups]
+        if self._masters:
+            groups.append([p for _, p in self._masters])
+            self._master_synced = False
+        for params in groups:
+            for p in params:
                 g = p.grad
                 if g is None:
                     continue
@@ -183,9 +271,13 @@ class Optimizer:
         ex = _execution.current()
         if ex is not None:  # a graph records this step: it marks where the update runs
             ex.begin_update(self)
+        if self._masters:
+            self._prepare_grads()
         with no_grad():
             for group in self.param_groups:
                 self._step_group(group)
+        if self._masters:
+            self._write_masters()
         if ex is not None:
             ex.end_update(self)
         return loss
