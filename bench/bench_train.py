@@ -10,6 +10,7 @@ goes.
     python bench/bench_train.py --quick     # 1 round: 2 warm-up steps, median of 5
     python bench/bench_train.py --models transformer,lstm --rounds 5
     python bench/bench_train.py --torch-python /path/to/venv/bin/python   # PyTorch elsewhere
+    python bench/bench_train.py --precision bf16   # both under bfloat16 autocast
 
 Each library runs in its own worker process, started with the environment this script was
 started with (plus the thread counts), so neither inherits what the other's import sets.
@@ -229,6 +230,10 @@ def init_weights(lib: Lib, model, seed: int) -> None:
             p.copy_(lib.tensor(a))
 
 
+# "bf16": the forward and the loss run under `autocast("cpu", dtype=bfloat16)` in both libraries
+PRECISION = ["f32"]
+
+
 def make_step(lib: Lib, builder, batch, seed: int):
     """Build the model, optimizer and fixed batch; return (step fn -> loss tensor, model).
     `batch` is a batch maker (images/tokens) or, for image models, an input shape."""
@@ -243,7 +248,11 @@ def make_step(lib: Lib, builder, batch, seed: int):
 
     def step():
         opt.zero_grad()
-        loss = lib.F.cross_entropy(model(x), y)
+        if PRECISION[0] == "bf16":
+            with lib.mod.autocast("cpu", dtype=lib.mod.bfloat16):
+                loss = lib.F.cross_entropy(model(x), y)
+        else:
+            loss = lib.F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         return loss
@@ -347,7 +356,8 @@ def child_env(threads: int) -> dict:
 def run_worker(side: str, args, profile: int | None = None) -> dict | None:
     python = args.torch_python if side == "torch" else sys.executable
     cmd = [python, os.path.abspath(__file__), "--worker", side, "--steps", str(args.steps),
-           "--warmup", str(args.warmup), "--threads", str(args.threads)]
+           "--warmup", str(args.warmup), "--threads", str(args.threads),
+           "--precision", args.precision]
     if args.models:
         cmd += ["--models", args.models]
     if profile is not None:
@@ -443,6 +453,8 @@ def main(argv=None) -> None:
                                                             sys.executable),
                    help="python with PyTorch installed (default: this one, or "
                         "$BENCH_TORCH_PYTHON)")
+    p.add_argument("--precision", choices=("f32", "bf16"), default="f32",
+                   help="bf16: forward and loss under bfloat16 autocast in both libraries")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch side")
     p.add_argument("--no-profile", action="store_true", help="skip the profile")
     p.add_argument("--worker", choices=("ours", "torch"), help=argparse.SUPPRESS)
@@ -451,6 +463,7 @@ def main(argv=None) -> None:
     args.steps = args.steps or (5 if args.quick else 50)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 10)
     args.rounds = args.rounds or (1 if args.quick else 3)
+    PRECISION[0] = args.precision
     if args.worker:
         worker(args)
         return
@@ -471,6 +484,9 @@ def main(argv=None) -> None:
     print(f"environment each worker started with: {ours0['env_at_start']}; after import: "
           f"singa_tensor {ours0['env_after_import']}"
           + (f", torch {peer0['env_after_import']}" if peer0 else ""))
+    if args.precision == "bf16":
+        print("precision: forward and loss under autocast('cpu', dtype=bfloat16) in both "
+              "libraries (float32 parameters, float32 gradients)")
     print(f"forward + backward + SGD(lr={LR}, momentum={MOMENTUM}) on one fixed random batch; "
           f"{args.rounds} rounds (alternating which library goes first), each the median of "
           f"{args.steps} steps after {args.warmup} warm-up; ratio = ours/torch of the medians "
