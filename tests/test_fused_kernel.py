@@ -364,5 +364,5 @@ def test_bad_inputs_raise_value_errors_naming_fused():
 
 def test_only_float_programs():
     x = st.zeros(4)
-    with pytest.raises(TypeError, match="fused: programs run in float32 or float64, got int32"):
+    with pytest.raises(TypeError, match="fused: programs run in float32, float64, float16 or bfloat16, got int32"):
         fused_call(x._be, st.int32, [LOAD], [], [(ptr(x), 1, 4)], [(ptr(x), 0)], 4)
