@@ -74,12 +74,12 @@ def unary_op(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=Fals
     backward(ctx, g, x, y) is the input gradient in Tensor ops (None: not differentiable);
     reference the numpy definition. The dtype policy is the same for every unary op: each
     float dtype gives its own (float16 and bfloat16 load each element into float, compute
-    there and round once), integers and bool go to float32 (or stay integers with int_ok). attrs: up to two
-    (name, default) number arguments, passed to the kernel as alpha and beta. saves: which of
-    the input "x" and output "y" the backward reads; saving only those lets users modify the
-    other in place (y = x.sin(); y.add_(1) is fine, as in PyTorch); a function of the two
-    attrs returning such a string picks them per call. method, inplace: the
-    Tensor methods it provides (True for its own name, or the names).
+    there and round once), integers and bool go to float32 (or stay integers with int_ok).
+    attrs: up to two (name, default) number arguments, passed to the kernel as alpha and beta.
+    saves: which of the input "x" and output "y" the backward reads; saving only those lets
+    users modify the other in place (y = x.sin(); y.add_(1) is fine, as in PyTorch); a
+    function of the two attrs returning such a string picks them per call. method, inplace:
+    the Tensor methods it provides (True for its own name, or the names).
 
     Example (elementwise.py declares exp so; st.exp is the function returned):
         >>> import singa_tensor as st

@@ -24,7 +24,6 @@ from __future__ import annotations
 import operator
 from typing import Callable
 
-from .. import dtype as _dt
 from ..backend import cpu as _abi  # the opcodes and limits are one header's, on every backend
 
 __all__: list[str] = []  # a helper of graph mode, not a public op
