@@ -465,8 +465,9 @@ enum st_fused_opcode {
                       void* const* outputs, const int32_t* out_regs, int64_t nout,            \
                       int64_t n ST_S);
 ST_FLOAT_TYPES(ST_DECL_FUSED, _)
-/* the 16-bit floats take their constants (the unary ops' parameters) in float, as the unfused
- * kernels take alpha and beta */
+/* the 16-bit floats take their constants in float: the unary ops' parameters as the unfused
+ * kernels take alpha and beta; ST_FUSED_CONST rounds its value to the dtype, as every
+ * instruction's result is rounded */
 #define ST_DECL_FUSED_LOW(sfx, T, _)                                                          \
   void st_fused_##sfx(const int32_t* prog, int64_t ninstr, const float* consts,               \
                       const void* const* inputs, const int64_t* in_shape, int64_t nin,        \
