@@ -26,6 +26,37 @@ struct IsInf {
   }
 };
 
+// the 16-bit floats (Tag st::F16 or st::BF16, stored as uint16_t): each element loaded into
+// float, the float functor, rounded once on store
+template <class Tag, class F>
+struct LowBound {
+  float a, b;
+  __device__ __forceinline__ uint16_t operator()(uint16_t x) const {
+    return cast_store<Tag>(F()(cast_load<Tag>(x), a, b));
+  }
+};
+template <class Tag, class F>
+struct LowBinary {
+  __device__ __forceinline__ uint16_t operator()(uint16_t x, uint16_t y) const {
+    return cast_store<Tag>(F()(cast_load<Tag>(x), cast_load<Tag>(y)));
+  }
+};
+template <class Tag, class F>
+struct LowCompare {
+  __device__ __forceinline__ uint8_t operator()(uint16_t x, uint16_t y) const {
+    return F()(cast_load<Tag>(x), cast_load<Tag>(y));
+  }
+};
+// NaN and infinity by their bits: an all-ones exponent with a non-zero or zero mantissa
+template <class Tag, bool kNan>
+struct LowFloatTest {
+  __device__ __forceinline__ uint8_t operator()(uint16_t x) const {
+    const unsigned inf = std::is_same<Tag, F16>::value ? 0x7C00u : 0x7F80u;
+    const unsigned m = unsigned(x) & 0x7FFFu;
+    return uint8_t(kNan ? m > inf : m == inf);
+  }
+};
+
 // N consecutive elements moved by one load/store instruction
 template <class T, int N>
 struct alignas(sizeof(T) * N) Pack {
@@ -75,6 +106,14 @@ template <class T, class F>
 void unary_grad(const T* x, const T* g, T* dx, int64_t n, double alpha, double beta,
                 void* stream) {
   launch_1d(unary_grad_kernel<T, F>, n, stream, x, g, dx, n, T(alpha), T(beta));
+}
+
+template <class Tag, class F>
+__global__ void unary_grad_low_kernel(const uint16_t* x, const uint16_t* g, uint16_t* dx,
+                                      int64_t n, float a, float b) {
+  F f;
+  for (int64_t i = thread_index(); i < n; i += thread_count())
+    dx[i] = cast_store<Tag>(f(cast_load<Tag>(x[i]), cast_load<Tag>(g[i]), a, b));
 }
 
 // ---- binary: out (contiguous) = f(a, b), a and b strided views broadcast to shape ------------
@@ -195,6 +234,15 @@ extern "C" {
 ST_FLOAT_TYPES(ST_DEF_UNARY_FLOAT, _)
 ST_INT_TYPES(ST_DEF_UNARY_INT, _)
 ST_DEF_UNARY(logical_not, u8, uint8_t)
+#define ST_DEF_UNARY_LOW(op, sfx, T)                                                      \
+  void st_##op##_##sfx(const T* x, T* y, int64_t n, double alpha, double beta,            \
+                       void* stream) {                                                    \
+    st::cuda::map(x, y, n, st::cuda::LowBound<ST_TAG_##sfx, st::fn::op>{float(alpha),     \
+                                                                         float(beta)},    \
+                  stream);                                                                \
+  }
+#define ST_DEF_UNARY_LOW_T(sfx, T, _) ST_UNARY_FLOAT_OPS(ST_DEF_UNARY_LOW, sfx, T)
+ST_HALF_TYPES(ST_DEF_UNARY_LOW_T, _)
 
 #define ST_DEF_UNARY_GRAD(op, sfx, T)                                                   \
   void st_##op##_backward_##sfx(const T* x, const T* g, T* dx, int64_t n, double alpha,   \
@@ -203,6 +251,14 @@ ST_DEF_UNARY(logical_not, u8, uint8_t)
   }
 #define ST_DEF_UNARY_GRAD_T(sfx, T, _) ST_UNARY_GRAD_OPS(ST_DEF_UNARY_GRAD, sfx, T)
 ST_FLOAT_TYPES(ST_DEF_UNARY_GRAD_T, _)
+#define ST_DEF_UNARY_GRAD_LOW(op, sfx, T)                                                   \
+  void st_##op##_backward_##sfx(const T* x, const T* g, T* dx, int64_t n, double alpha,     \
+                                double beta, void* stream) {                                \
+    st::cuda::launch_1d(st::cuda::unary_grad_low_kernel<ST_TAG_##sfx, st::fn::op##_backward>, \
+                        n, stream, x, g, dx, n, float(alpha), float(beta));                 \
+  }
+#define ST_DEF_UNARY_GRAD_LOW_T(sfx, T, _) ST_UNARY_GRAD_OPS(ST_DEF_UNARY_GRAD_LOW, sfx, T)
+ST_HALF_TYPES(ST_DEF_UNARY_GRAD_LOW_T, _)
 
 #define ST_DEF_FLOAT_TEST(sfx, T, _)                                                      \
   void st_isnan_##sfx(const T* x, uint8_t* y, int64_t n, void* stream) {                 \
@@ -212,6 +268,14 @@ ST_FLOAT_TYPES(ST_DEF_UNARY_GRAD_T, _)
     st::cuda::map(x, y, n, st::cuda::IsInf(), stream);                                   \
   }
 ST_FLOAT_TYPES(ST_DEF_FLOAT_TEST, _)
+#define ST_DEF_FLOAT_TEST_LOW(sfx, T, _)                                                  \
+  void st_isnan_##sfx(const T* x, uint8_t* y, int64_t n, void* stream) {                 \
+    st::cuda::map(x, y, n, st::cuda::LowFloatTest<ST_TAG_##sfx, true>(), stream);        \
+  }                                                                                      \
+  void st_isinf_##sfx(const T* x, uint8_t* y, int64_t n, void* stream) {                 \
+    st::cuda::map(x, y, n, st::cuda::LowFloatTest<ST_TAG_##sfx, false>(), stream);       \
+  }
+ST_HALF_TYPES(ST_DEF_FLOAT_TEST_LOW, _)
 
 #define ST_DEF_BINARY(op, sfx, T)                                                          \
   void st_##op##_##sfx(const T* a, const T* b, T* out, int32_t ndim, const int64_t* shape,  \
@@ -221,6 +285,14 @@ ST_FLOAT_TYPES(ST_DEF_FLOAT_TEST, _)
 #define ST_DEF_BINARY_T(sfx, T, _) ST_BINARY_OPS(ST_DEF_BINARY, sfx, T)
 ST_NUM_TYPES(ST_DEF_BINARY_T, _)
 ST_LOGICAL_OPS(ST_DEF_BINARY, u8, uint8_t)
+#define ST_DEF_BINARY_LOW(op, sfx, T)                                                      \
+  void st_##op##_##sfx(const T* a, const T* b, T* out, int32_t ndim, const int64_t* shape,  \
+                       const int64_t* sa, const int64_t* sb, void* stream) {               \
+    st::cuda::binary<T, T, st::cuda::LowBinary<ST_TAG_##sfx, st::fn::op>>(                 \
+        a, b, out, ndim, shape, sa, sb, stream);                                           \
+  }
+#define ST_DEF_BINARY_LOW_T(sfx, T, _) ST_BINARY_OPS(ST_DEF_BINARY_LOW, sfx, T)
+ST_HALF_TYPES(ST_DEF_BINARY_LOW_T, _)
 
 #define ST_DEF_COMPARE(op, sfx, T)                                                              \
   void st_##op##_##sfx(const T* a, const T* b, uint8_t* out, int32_t ndim, const int64_t* shape, \
@@ -229,6 +301,14 @@ ST_LOGICAL_OPS(ST_DEF_BINARY, u8, uint8_t)
   }
 #define ST_DEF_COMPARE_T(sfx, T, _) ST_COMPARE_OPS(ST_DEF_COMPARE, sfx, T)
 ST_ALL_TYPES(ST_DEF_COMPARE_T, _)
+#define ST_DEF_COMPARE_LOW(op, sfx, T)                                                          \
+  void st_##op##_##sfx(const T* a, const T* b, uint8_t* out, int32_t ndim, const int64_t* shape, \
+                       const int64_t* sa, const int64_t* sb, void* stream) {                    \
+    st::cuda::binary<T, uint8_t, st::cuda::LowCompare<ST_TAG_##sfx, st::fn::op>>(               \
+        a, b, out, ndim, shape, sa, sb, stream);                                                \
+  }
+#define ST_DEF_COMPARE_LOW_T(sfx, T, _) ST_COMPARE_OPS(ST_DEF_COMPARE_LOW, sfx, T)
+ST_HALF_TYPES(ST_DEF_COMPARE_LOW_T, _)
 
 #define ST_DEF_WHERE(sfx, T, _)                                                           \
   void st_where_##sfx(const uint8_t* c, const T* a, const T* b, T* out, int32_t ndim,      \
@@ -237,5 +317,6 @@ ST_ALL_TYPES(ST_DEF_COMPARE_T, _)
     st::cuda::where<T>(c, a, b, out, ndim, shape, sc, sa, sb, stream);                     \
   }
 ST_ALL_TYPES(ST_DEF_WHERE, _)
+ST_HALF_TYPES(ST_DEF_WHERE, _)  // a selection moves bits: the uint16_t kernel serves both formats
 
 }  // extern "C"

@@ -22,14 +22,17 @@ constexpr int kNumUnary = 0 ST_UNARY_FLOAT_OPS(ST_FUSED_COUNT, _);
 constexpr int kFirstUnary = ST_FUSED_CONST + 1;
 constexpr int kMaxConsts = ST_FUSED_MAX_CONSTS + 2;  // Python's two trailing zeros
 
-template <class T>
+// T is the type registers compute in; Tag the element format in memory (T itself, or st::F16 /
+// st::BF16 with T float: loads widen, every instruction rounds to the format, stores narrow)
+template <class T, class Tag = T>
 struct FusedProgram {
+  using S = typename CastStorage<Tag>::type;
   int32_t prog[4 * ST_FUSED_MAX_INSTR];
   T consts[kMaxConsts];
-  const T* inputs[ST_FUSED_MAX_INPUTS];
+  const S* inputs[ST_FUSED_MAX_INPUTS];
   int64_t inner[ST_FUSED_MAX_INPUTS];
   int64_t period[ST_FUSED_MAX_INPUTS];
-  T* outputs[ST_FUSED_MAX_OUTPUTS];
+  S* outputs[ST_FUSED_MAX_OUTPUTS];
   int32_t out_regs[ST_FUSED_MAX_OUTPUTS];
   int32_t ninstr;
   int32_t nout;
@@ -38,8 +41,9 @@ struct FusedProgram {
 static_assert(sizeof(FusedProgram<double>) <= 4096, "fused program parameter over 4 KB");
 
 // I is uint32_t when every element index fits: its divisions are several times cheaper
-template <class I, class T>
-__global__ void fused_kernel(const FusedProgram<T> p, int64_t n) {
+template <class I, class T, class Tag>
+__global__ void fused_kernel(const FusedProgram<T, Tag> p, int64_t n) {
+  constexpr bool kLow = !std::is_same<T, Tag>::value;
   for (int64_t i = thread_index(); i < n; i += thread_count()) {
     T r[ST_FUSED_MAX_REGS];
     for (int k = 0; k < p.ninstr; ++k) {
@@ -49,8 +53,8 @@ __global__ void fused_kernel(const FusedProgram<T> p, int64_t n) {
           // inner and period are clamped to n on the host, so they fit in I
           const I inner = I(p.inner[a]), period = I(p.period[a]);
           const I q = inner == 1 ? I(i) : I(i) / inner;
-          r[d] = p.inputs[a][q < period ? q : q % period];
-          break;
+          r[d] = cast_load<Tag>(p.inputs[a][q < period ? q : q % period]);
+          continue;
         }
         case ST_FUSED_CONST:
           r[d] = p.consts[b];
@@ -70,12 +74,13 @@ __global__ void fused_kernel(const FusedProgram<T> p, int64_t n) {
         default:  // Python only emits the opcodes above
           break;
       }
+      if constexpr (kLow) r[d] = cast_load<Tag>(cast_store<Tag>(r[d]));
     }
-    for (int o = 0; o < p.nout; ++o) p.outputs[o][i] = r[p.out_regs[o]];
+    for (int o = 0; o < p.nout; ++o) p.outputs[o][i] = cast_store<Tag>(r[p.out_regs[o]]);
   }
 }
 
-template <class T>
+template <class T, class Tag = T>
 void fused(const int32_t* prog, int64_t ninstr, const T* consts, const void* const* inputs,
            const int64_t* in_shape, int64_t nin, void* const* outputs, const int32_t* out_regs,
            int64_t nout, int64_t n, void* stream) {
@@ -95,26 +100,27 @@ void fused(const int32_t* prog, int64_t ninstr, const T* consts, const void* con
     st_cuda_check(cudaErrorInvalidValue);
     return;
   }
-  FusedProgram<T> p;
+  using S = typename CastStorage<Tag>::type;
+  FusedProgram<T, Tag> p;
   std::memset(&p, 0, sizeof(p));
   std::memcpy(p.prog, prog, size_t(4 * ninstr) * sizeof(int32_t));
   if (nconst > 0) std::memcpy(p.consts, consts, size_t(nconst) * sizeof(T));
   for (int64_t j = 0; j < nin; ++j) {
-    p.inputs[j] = static_cast<const T*>(inputs[j]);
+    p.inputs[j] = static_cast<const S*>(inputs[j]);
     // an inner or period of n or more acts as n: positions are below n
     p.inner[j] = std::min(in_shape[2 * j], n);
     p.period[j] = std::min(in_shape[2 * j + 1], n);
   }
   for (int64_t o = 0; o < nout; ++o) {
-    p.outputs[o] = static_cast<T*>(outputs[o]);
+    p.outputs[o] = static_cast<S*>(outputs[o]);
     p.out_regs[o] = out_regs[o];
   }
   p.ninstr = int32_t(ninstr);
   p.nout = int32_t(nout);
   if (n <= int64_t(UINT32_MAX)) {
-    launch_1d(fused_kernel<uint32_t, T>, n, stream, p, n);
+    launch_1d(fused_kernel<uint32_t, T, Tag>, n, stream, p, n);
   } else {
-    launch_1d(fused_kernel<int64_t, T>, n, stream, p, n);
+    launch_1d(fused_kernel<int64_t, T, Tag>, n, stream, p, n);
   }
 }
 
@@ -133,5 +139,14 @@ extern "C" {
                        n, stream);                                                             \
   }
 ST_FLOAT_TYPES(ST_DEF_FUSED, _)
+#define ST_DEF_FUSED_LOW(sfx, T, _)                                                            \
+  void st_fused_##sfx(const int32_t* prog, int64_t ninstr, const float* consts,                \
+                      const void* const* inputs, const int64_t* in_shape, int64_t nin,         \
+                      void* const* outputs, const int32_t* out_regs, int64_t nout, int64_t n,  \
+                      void* stream) {                                                          \
+    st::cuda::fused<float, ST_TAG_##sfx>(prog, ninstr, consts, inputs, in_shape, nin, outputs, \
+                                         out_regs, nout, n, stream);                           \
+  }
+ST_HALF_TYPES(ST_DEF_FUSED_LOW, _)
 
 }  // extern "C"

@@ -50,10 +50,42 @@ __device__ __forceinline__ void atomic_add(uint8_t* d, uint8_t v) {
   } while (assumed != old);
 }
 
+// the 16-bit floats add in float and round once; the CAS works on the aligned 32-bit word that
+// holds the element (as for u8 above)
+template <class Tag>
+__device__ __forceinline__ void atomic_add_low(uint16_t* d, uint16_t v) {
+  uintptr_t a = reinterpret_cast<uintptr_t>(d);
+  unsigned int* word = reinterpret_cast<unsigned int*>(a & ~uintptr_t(3));
+  const unsigned shift = unsigned(a & 2) * 8u;
+  unsigned int old = *word, assumed;
+  do {
+    assumed = old;
+    const uint16_t cur = uint16_t(assumed >> shift);
+    const unsigned sum = cast_store<Tag>(cast_load<Tag>(cur) + cast_load<Tag>(v));
+    old = atomicCAS(word, assumed, (assumed & ~(0xffffu << shift)) | (sum << shift));
+  } while (assumed != old);
+}
+
+// d + s in T, or in float rounded once for the 16-bit floats (Tag F16 or BF16)
+template <class Tag, class T>
+__device__ __forceinline__ T add_elem(T d, T s) {
+  if constexpr (std::is_same<Tag, F16>::value || std::is_same<Tag, BF16>::value)
+    return cast_store<Tag>(cast_load<Tag>(d) + cast_load<Tag>(s));
+  else
+    return T(d + s);
+}
+template <class Tag, class T>
+__device__ __forceinline__ void atomic_add_elem(T* d, T v) {
+  if constexpr (std::is_same<Tag, F16>::value || std::is_same<Tag, BF16>::value)
+    atomic_add_low<Tag>(d, v);
+  else
+    atomic_add(d, v);
+}
+
 // Every write of a scatter lands in the (o, i) column it reads from, so one thread per column,
 // walking j in order, reproduces the CPU exactly: last writer wins, sums in the same order.
 // kShared: one index per j (index_add) instead of one per element (scatter, scatter_add).
-template <class T, bool kAdd, bool kShared>
+template <class T, bool kAdd, bool kShared, class Tag>
 __global__ void scatter_columns_kernel(const T* __restrict__ src, const int64_t* __restrict__ idx,
                                        T* __restrict__ y, int64_t cols, int64_t ny, int64_t ni,
                                        int64_t inner) {
@@ -62,7 +94,7 @@ __global__ void scatter_columns_kernel(const T* __restrict__ src, const int64_t*
     for (int64_t j = 0; j < ni; ++j) {
       int64_t s = (o * ni + j) * inner + i;
       T& d = y[(o * ny + (kShared ? idx[j] : idx[s])) * inner + i];
-      d = kAdd ? T(d + src[s]) : src[s];
+      d = kAdd ? add_elem<Tag>(d, src[s]) : src[s];
     }
   }
 }
@@ -71,7 +103,7 @@ __global__ void scatter_columns_kernel(const T* __restrict__ src, const int64_t*
 // through atomics, so float sums are not bitwise reproducible; a plain scatter with repeated
 // indices keeps an unspecified one of the colliding values (the CPU keeps the last; PyTorch
 // leaves it undefined too).
-template <class T, bool kAdd, bool kShared>
+template <class T, bool kAdd, bool kShared, class Tag>
 __global__ void scatter_elements_kernel(const T* __restrict__ src,
                                         const int64_t* __restrict__ idx, T* __restrict__ y,
                                         int64_t total, int64_t ny, int64_t ni, int64_t inner) {
@@ -79,7 +111,7 @@ __global__ void scatter_elements_kernel(const T* __restrict__ src,
     int64_t r = k / inner, i = k - r * inner, o = r / ni, j = r - o * ni;
     T* d = y + (o * ny + (kShared ? idx[j] : idx[k])) * inner + i;
     if (kAdd)
-      atomic_add(d, src[k]);
+      atomic_add_elem<Tag>(d, src[k]);
     else
       *d = src[k];
   }
@@ -90,16 +122,16 @@ __global__ void scatter_elements_kernel(const T* __restrict__ src,
 constexpr int64_t kEnoughColumns = int64_t(1) << 16;
 constexpr int64_t kShortWalk = 4;
 
-template <class T, bool kAdd, bool kShared>
+template <class T, bool kAdd, bool kShared, class Tag = T>
 void scatter(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny, int64_t ni,
              int64_t inner, void* stream) {
   const int64_t cols = outer * inner, total = cols * ni;
   if (total == 0) return;
   if (cols >= kEnoughColumns || ni <= kShortWalk)
-    cuda::launch_1d(scatter_columns_kernel<T, kAdd, kShared>, cols, stream, src, idx, y, cols, ny,
+    cuda::launch_1d(scatter_columns_kernel<T, kAdd, kShared, Tag>, cols, stream, src, idx, y, cols, ny,
                     ni, inner);
   else
-    cuda::launch_1d(scatter_elements_kernel<T, kAdd, kShared>, total, stream, src, idx, y, total,
+    cuda::launch_1d(scatter_elements_kernel<T, kAdd, kShared, Tag>, total, stream, src, idx, y, total,
                     ny, ni, inner);
 }
 
@@ -215,6 +247,29 @@ extern "C" {
     st::scatter<T, true, true>(src, idx, y, outer, ny, ni, inner, stream);                     \
   }
 ST_ALL_TYPES(ST_CUDA_DEF_INDEX, _)
+// the 16-bit floats: the copies move bits; the sums add in float and round once
+#define ST_CUDA_DEF_INDEX_LOW(sfx, T, _)                                                       \
+  void st_gather_##sfx(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t nx,        \
+                       int64_t ni, int64_t inner, void* stream) {                              \
+    st::gather<T>(x, idx, y, outer, nx, ni, inner, stream);                                    \
+  }                                                                                            \
+  void st_scatter_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny,     \
+                        int64_t ni, int64_t inner, void* stream) {                             \
+    st::scatter<T, false, false, ST_TAG_##sfx>(src, idx, y, outer, ny, ni, inner, stream);     \
+  }                                                                                            \
+  void st_scatter_add_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny, \
+                            int64_t ni, int64_t inner, void* stream) {                         \
+    st::scatter<T, true, false, ST_TAG_##sfx>(src, idx, y, outer, ny, ni, inner, stream);      \
+  }                                                                                            \
+  void st_index_select_##sfx(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t nx,  \
+                             int64_t ni, int64_t inner, void* stream) {                        \
+    st::index_select<T>(x, idx, y, outer, nx, ni, inner, stream);                              \
+  }                                                                                            \
+  void st_index_add_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny,   \
+                          int64_t ni, int64_t inner, void* stream) {                           \
+    st::scatter<T, true, true, ST_TAG_##sfx>(src, idx, y, outer, ny, ni, inner, stream);       \
+  }
+ST_HALF_TYPES(ST_CUDA_DEF_INDEX_LOW, _)
 
 int64_t st_nonzero_u8(const uint8_t* x, int64_t n, int64_t* out, int64_t cap, void* stream) {
   return st::nonzero(x, n, out, cap, stream);

@@ -69,6 +69,13 @@ __global__ void arange_kernel(T* y, int64_t n, double start, double step) {
     y[i] = T(__fma_rn(double(i), step, start));
 }
 
+// the 16-bit floats: st_arange_f32's values rounded once
+template <class Tag>
+__global__ void arange_low_kernel(uint16_t* y, int64_t n, double start, double step) {
+  for (int64_t i = thread_index(); i < n; i += thread_count())
+    y[i] = cast_store<Tag>(float(__fma_rn(double(i), step, start)));
+}
+
 }  // namespace
 }  // namespace cuda
 }  // namespace st
@@ -95,5 +102,11 @@ ST_CAST_TYPES(ST_DEF_CAST_FROM, _)
     st::cuda::launch_1d(st::cuda::arange_kernel<T>, n, stream, y, n, start, step);  \
   }
 ST_NUM_TYPES(ST_DEF_ARANGE, _)
+#define ST_DEF_ARANGE_LOW(sfx, T, _)                                                       \
+  void st_arange_##sfx(T* y, int64_t n, double start, double step, void* stream) {         \
+    st::cuda::launch_1d(st::cuda::arange_low_kernel<ST_TAG_##sfx>, n, stream, y, n, start,  \
+                        step);                                                             \
+  }
+ST_HALF_TYPES(ST_DEF_ARANGE_LOW, _)
 
 }  // extern "C"

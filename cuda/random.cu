@@ -73,6 +73,38 @@ __global__ void normal_f64_kernel(double* y, int64_t n, uint64_t seed, uint64_t 
   }
 }
 
+// the 16-bit floats: the float32 kernels' values, each rounded once
+template <class Tag>
+__global__ void uniform_low_kernel(uint16_t* y, int64_t n, uint64_t seed, uint64_t offset,
+                                   double low, double span) {
+  const int64_t nb = (n + 3) / 4;
+  for (int64_t b = thread_index(); b < nb; b += thread_count()) {
+    Philox4 r = philox(seed, offset + uint64_t(b));
+#pragma unroll
+    for (int l = 0; l < 4; ++l)
+      if (b * 4 + l < n)
+        y[b * 4 + l] = cast_store<Tag>(float(__fma_rn(span, double(u01_f32(r.v[l])), low)));
+  }
+}
+
+template <class Tag>
+__global__ void normal_low_kernel(uint16_t* y, int64_t n, uint64_t seed, uint64_t offset,
+                                  double mean, double sd) {
+  const int64_t nb = (n + 3) / 4;
+  for (int64_t b = thread_index(); b < nb; b += thread_count()) {
+    Philox4 r = philox(seed, offset + uint64_t(b));
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      double u1 = 1.0 - double(u01_f32(r.v[2 * p])), u2 = double(u01_f32(r.v[2 * p + 1]));
+      float v[2];
+      box_muller(u1, u2, mean, sd, v, 0, 2);
+      const int64_t i = b * 4 + 2 * p;
+      if (i < n) y[i] = cast_store<Tag>(v[0]);
+      if (i + 1 < n) y[i + 1] = cast_store<Tag>(v[1]);
+    }
+  }
+}
+
 // 64 random bits per value, mapped to [low, high) by the high half of a widening multiply
 __global__ void randint_kernel(int64_t* y, int64_t n, uint64_t seed, uint64_t offset, int64_t low,
                                uint64_t span) {
@@ -144,6 +176,19 @@ void st_normal_f64(double* y, int64_t n, uint64_t seed, uint64_t offset, double 
   st::cuda::launch_1d(st::cuda::normal_f64_kernel, (n + 1) / 2, stream, y, n, seed, offset, mean,
                       sd);
 }
+
+#define ST_CUDA_DEF_RANDOM_LOW(sfx, T, _)                                                    \
+  void st_uniform_##sfx(T* y, int64_t n, uint64_t seed, uint64_t offset, double low,          \
+                        double high, void* stream) {                                          \
+    st::cuda::launch_1d(st::cuda::uniform_low_kernel<ST_TAG_##sfx>, (n + 3) / 4, stream, y, n, \
+                        seed, offset, low, high - low);                                       \
+  }                                                                                           \
+  void st_normal_##sfx(T* y, int64_t n, uint64_t seed, uint64_t offset, double mean,          \
+                       double sd, void* stream) {                                             \
+    st::cuda::launch_1d(st::cuda::normal_low_kernel<ST_TAG_##sfx>, (n + 3) / 4, stream, y, n,  \
+                        seed, offset, mean, sd);                                              \
+  }
+ST_HALF_TYPES(ST_CUDA_DEF_RANDOM_LOW, _)
 
 void st_randint_i64(int64_t* y, int64_t n, uint64_t seed, uint64_t offset, int64_t low,
                     int64_t high, void* stream) {

@@ -129,7 +129,7 @@ def test_the_kernel_op_declaration_of_the_guide_registers_it():
         assert ops == {"sinc"} and methods == {"sinc", "sinc_"}
         spec = REGISTRY["sinc"]
         assert spec.kind == "unary" and spec.reference is np.sinc and spec.onnx is None
-        assert spec.dtypes == ("float32", "float64")
+        assert spec.dtypes == ("float16", "bfloat16", "float32", "float64")
         # this build has no st_sinc kernel: the op says so instead of crashing
         with pytest.raises(TypeError, match=r"^sinc: not implemented for dtype float32 on cpu"):
             st.tensor([0.5]).sinc()

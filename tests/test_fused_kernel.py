@@ -24,7 +24,9 @@ from singa_tensor.ops.fused import (
 
 from .helpers import to_numpy
 
-DTYPES = {"float32": st.float32, "float64": st.float64}
+# float16/bfloat16 programs round every instruction's result, as their unfused kernels do
+DTYPES = {"float32": st.float32, "float64": st.float64, "float16": st.float16,
+          "bfloat16": st.bfloat16}
 
 # ---- running a program: fused, and one public op at a time -------------------------------------
 
@@ -216,6 +218,7 @@ def test_random_programs_match_the_unfused_ops_exactly(dtype, n):
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # -1e30 as float16 is -inf
 def test_every_fusible_op_once(dtype):
     d = DTYPES[dtype]
     g = np.random.default_rng(7)
@@ -364,5 +367,6 @@ def test_bad_inputs_raise_value_errors_naming_fused():
 
 def test_only_float_programs():
     x = st.zeros(4)
-    with pytest.raises(TypeError, match="fused: programs run in float32 or float64, got int32"):
+    with pytest.raises(TypeError, match="fused: programs run in float32, float64, float16 or "
+                                        "bfloat16, got int32"):
         fused_call(x._be, st.int32, [LOAD], [], [(ptr(x), 1, 4)], [(ptr(x), 0)], 4)

@@ -45,7 +45,7 @@ def test_scalar_inplace_with_grad_is_recorded():
 
 @pytest.mark.parametrize("dtype", [st.float16, st.bfloat16])
 @pytest.mark.parametrize("op", ["add_", "mul_", "sub_"])
-def test_half_precision_inplace_computes_through_float32(dtype, op):
+def test_half_precision_inplace_keeps_the_dtype_and_the_out_of_place_result(dtype, op):
     x = st.tensor([1.5, -2.0, 0.25], dtype=dtype)
     other = st.tensor([0.5, 3.0, 1.0], dtype=dtype)
     want = {"add_": x + other, "mul_": x * other, "sub_": x - other}[op].to(dtype)

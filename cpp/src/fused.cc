@@ -6,6 +6,7 @@
 // T in between and the compiler cannot contract across instructions, so a program matches the
 // unfused kernels bit for bit.
 #include "common.h"
+#include "half.h"
 
 namespace st {
 namespace {
@@ -147,6 +148,94 @@ void fused(const int32_t* prog, int64_t ninstr, const T* consts, const void* con
   });
 }
 
+// ---- float16 / bfloat16: registers hold float blocks; a load widens the input, every
+// instruction rounds its result to the format (so the program matches the unfused low-precision
+// kernels bit for bit), and outputs narrow exactly. The unary parameters stay float, as the
+// unfused kernels take them.
+struct LowRegisters {
+  alignas(64) Block<float> own[ST_FUSED_MAX_REGS];
+};
+
+// a low-precision input's elements [s, s + len) read at (i / inner) % period, widened
+template <class Tag>
+void load_block_low(const uint16_t* in, int64_t inner, int64_t period, int64_t s, int64_t len,
+                    float* y) {
+  if (period == 1) {
+    fill_block(y, len, cast_load<Tag>(in[0]));
+  } else if (inner == 1) {
+    int64_t pos = s % period;
+    for (int64_t i = 0; i < len;) {
+      int64_t m = std::min(len - i, period - pos);
+      widen<Tag>(in + pos, 1, y + i, m);
+      i += m;
+      pos = 0;
+    }
+  } else {
+    int64_t r = s % inner;
+    int64_t idx = (s / inner) % period;
+    for (int64_t i = 0; i < len;) {
+      int64_t m = std::min(len - i, inner - r);
+      fill_block(y + i, m, cast_load<Tag>(in[idx]));
+      i += m;
+      r = 0;
+      if (++idx == period) idx = 0;
+    }
+  }
+}
+
+template <class Tag>
+void run_block_low(const int32_t* prog, int64_t ninstr, const float* consts,
+                   const void* const* inputs, const int64_t* in_shape, int64_t s, int64_t len,
+                   LowRegisters& r) {
+  for (int64_t k = 0; k < ninstr; ++k) {
+    const int32_t* ins = prog + 4 * k;
+    const int32_t d = ins[1], a = ins[2], b = ins[3];
+    float* dst = r.own[d];
+    switch (ins[0]) {
+      case ST_FUSED_LOAD:
+        load_block_low<Tag>(static_cast<const uint16_t*>(inputs[a]), in_shape[2 * a],
+                            in_shape[2 * a + 1], s, len, dst);
+        continue;  // already in the format
+      case ST_FUSED_CONST:
+        fill_block(dst, len, consts[b]);
+        break;
+#define ST_FUSED_UNARY_CASE(op, _)                                                 \
+  case ST_FUSED_U_##op:                                                            \
+    unary_block<float, fn::op>(r.own[a], dst, len, consts[b], consts[b + 1]);      \
+    break;
+      ST_UNARY_FLOAT_OPS(ST_FUSED_UNARY_CASE, _)
+#undef ST_FUSED_UNARY_CASE
+#define ST_FUSED_BINARY_CASE(op, _)                                                \
+  case ST_FUSED_B_##op:                                                            \
+    binary_block<float, fn::op>(r.own[a], r.own[b], dst, len);                     \
+    break;
+      ST_FUSED_BINARY_OPS(ST_FUSED_BINARY_CASE, _)
+#undef ST_FUSED_BINARY_CASE
+      default:  // Python only emits the opcodes above
+        break;
+    }
+    round_through<Tag>(dst, len);
+  }
+}
+
+template <class Tag>
+void fused_low(const int32_t* prog, int64_t ninstr, const float* consts,
+               const void* const* inputs, const int64_t* in_shape, void* const* outputs,
+               const int32_t* out_regs, int64_t nout, int64_t n) {
+  const int64_t nblocks = (n + kLanes - 1) / kLanes;
+  parallel_for(nblocks, kLanes * std::max<int64_t>(ninstr, 1), [&](int64_t b0, int64_t b1) {
+    LowRegisters r;
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t s = blk * kLanes;
+      const int64_t len = std::min(kLanes, n - s);
+      run_block_low<Tag>(prog, ninstr, consts, inputs, in_shape, s, len, r);
+      // registers are never the inputs' memory here, so outputs may be written in any order
+      for (int64_t o = 0; o < nout; ++o)
+        narrow<Tag>(r.own[out_regs[o]], static_cast<uint16_t*>(outputs[o]) + s, len);
+    }
+  });
+}
+
 }  // namespace
 }  // namespace st
 
@@ -159,5 +248,13 @@ extern "C" {
     st::fused<T>(prog, ninstr, consts, inputs, in_shape, outputs, out_regs, nout, n);          \
   }
 ST_FLOAT_TYPES(ST_DEF_FUSED, _)
+#define ST_DEF_FUSED_LOW(sfx, T, _)                                                            \
+  void st_fused_##sfx(const int32_t* prog, int64_t ninstr, const float* consts,                \
+                      const void* const* inputs, const int64_t* in_shape, int64_t nin,         \
+                      void* const* outputs, const int32_t* out_regs, int64_t nout, int64_t n) { \
+    st::fused_low<ST_TAG_##sfx>(prog, ninstr, consts, inputs, in_shape, outputs, out_regs,     \
+                                nout, n);                                                      \
+  }
+ST_HALF_TYPES(ST_DEF_FUSED_LOW, _)
 
 }  // extern "C"

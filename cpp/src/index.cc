@@ -5,6 +5,16 @@
 namespace st {
 namespace {
 
+// d + s stored back in T; Tag names the format of the 16-bit floats, which add in float and
+// round once
+template <class Tag, class T>
+inline T add_elem(T d, T s) {
+  if constexpr (std::is_same<Tag, F16>::value || std::is_same<Tag, BF16>::value)
+    return cast_store<Tag>(cast_load<Tag>(d) + cast_load<Tag>(s));
+  else
+    return T(d + s);
+}
+
 template <class T>
 void gather(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t nx, int64_t ni,
             int64_t inner) {
@@ -21,7 +31,7 @@ void gather(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t nx, int
 
 // scatter writes go to rows chosen by the index, so threads split the inner axis instead,
 // which keeps every destination element owned by one thread and the result deterministic
-template <class T, bool kAdd>
+template <class T, bool kAdd, class Tag = T>
 void scatter(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny, int64_t ni,
              int64_t inner) {
   parallel_for(outer * inner, ni, [&](int64_t b, int64_t e) {
@@ -30,7 +40,7 @@ void scatter(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny, 
       for (int64_t j = 0; j < ni; ++j) {
         int64_t s = (o * ni + j) * inner + i;
         T& d = y[(o * ny + idx[s]) * inner + i];
-        d = kAdd ? T(d + src[s]) : src[s];
+        d = kAdd ? add_elem<Tag>(d, src[s]) : src[s];
       }
     }
   });
@@ -49,7 +59,7 @@ void index_select(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t n
   });
 }
 
-template <class T>
+template <class T, class Tag = T>
 void index_add(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny, int64_t ni,
                int64_t inner) {
   if (outer == 0 || inner == 0) return;  // an empty destination: nothing to add to
@@ -60,7 +70,7 @@ void index_add(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny
         for (int64_t j = 0; j < ni; ++j) {
           T* yr = y + (o * ny + idx[j]) * inner;
           const T* sr = src + (o * ni + j) * inner;
-          for (int64_t i = 0; i < inner; ++i) yr[i] = T(yr[i] + sr[i]);
+          for (int64_t i = 0; i < inner; ++i) yr[i] = add_elem<Tag>(yr[i], sr[i]);
         }
     });
     return;
@@ -69,7 +79,7 @@ void index_add(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny
     for (int64_t j = 0; j < ni; ++j) {
       T* yr = y + idx[j] * inner;
       const T* sr = src + j * inner;
-      for (int64_t i = b; i < e; ++i) yr[i] = T(yr[i] + sr[i]);
+      for (int64_t i = b; i < e; ++i) yr[i] = add_elem<Tag>(yr[i], sr[i]);
     }
   });
 }
@@ -100,6 +110,29 @@ extern "C" {
     st::index_add<T>(src, idx, y, outer, ny, ni, inner);                                       \
   }
 ST_ALL_TYPES(ST_DEF_INDEX, _)
+// the 16-bit floats: the copies move bits; the sums add in float and round once
+#define ST_DEF_INDEX_LOW(sfx, T, _)                                                            \
+  void st_gather_##sfx(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t nx,        \
+                       int64_t ni, int64_t inner) {                                            \
+    st::gather<T>(x, idx, y, outer, nx, ni, inner);                                            \
+  }                                                                                            \
+  void st_scatter_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny,     \
+                        int64_t ni, int64_t inner) {                                           \
+    st::scatter<T, false, ST_TAG_##sfx>(src, idx, y, outer, ny, ni, inner);                    \
+  }                                                                                            \
+  void st_scatter_add_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny, \
+                            int64_t ni, int64_t inner) {                                       \
+    st::scatter<T, true, ST_TAG_##sfx>(src, idx, y, outer, ny, ni, inner);                     \
+  }                                                                                            \
+  void st_index_select_##sfx(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t nx,  \
+                             int64_t ni, int64_t inner) {                                      \
+    st::index_select<T>(x, idx, y, outer, nx, ni, inner);                                      \
+  }                                                                                            \
+  void st_index_add_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny,   \
+                          int64_t ni, int64_t inner) {                                         \
+    st::index_add<T, ST_TAG_##sfx>(src, idx, y, outer, ny, ni, inner);                         \
+  }
+ST_HALF_TYPES(ST_DEF_INDEX_LOW, _)
 
 int64_t st_nonzero_u8(const uint8_t* x, int64_t n, int64_t* out, int64_t cap) {
   int64_t c = 0;

@@ -68,6 +68,14 @@ void arange(T* y, int64_t n, double start, double step) {
   });
 }
 
+// the 16-bit floats: st_arange_f32's values rounded once
+template <class Tag>
+void arange_low(uint16_t* y, int64_t n, double start, double step) {
+  parallel_for(n, 1, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) y[i] = cast_store<Tag>(float(start + double(i) * step));
+  });
+}
+
 }  // namespace
 }  // namespace st
 
@@ -92,5 +100,10 @@ ST_CAST_TYPES(ST_DEF_CAST_FROM, _)
     st::arange<T>(y, n, start, step);                                         \
   }
 ST_NUM_TYPES(ST_DEF_ARANGE, _)
+#define ST_DEF_ARANGE_LOW(sfx, T, _)                                          \
+  void st_arange_##sfx(T* y, int64_t n, double start, double step) {          \
+    st::arange_low<ST_TAG_##sfx>(y, n, start, step);                          \
+  }
+ST_HALF_TYPES(ST_DEF_ARANGE_LOW, _)
 
 }  // extern "C"

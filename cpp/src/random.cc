@@ -55,6 +55,31 @@ void normal(T* y, int64_t n, uint64_t seed, uint64_t offset, double mean, double
   }
 }
 
+// the 16-bit floats: the float32 stream's values, each rounded once, so a low-precision fill
+// is the float32 fill of the same seed rounded (both backends)
+template <class Tag>
+void uniform_low(uint16_t* y, int64_t n, uint64_t seed, uint64_t offset, double low,
+                 double high) {
+  const double span = high - low;
+  blocks(n, 4, seed, offset, [&](int64_t b, Philox4 r) {
+    for (int l = 0; l < 4 && b * 4 + l < n; ++l)
+      y[b * 4 + l] = cast_store<Tag>(float(low + span * double(u01_f32(r.v[l]))));
+  });
+}
+
+template <class Tag>
+void normal_low(uint16_t* y, int64_t n, uint64_t seed, uint64_t offset, double mean, double sd) {
+  blocks(n, 4, seed, offset, [&](int64_t b, Philox4 r) {
+    for (int p = 0; p < 2; ++p) {
+      double u1 = 1.0 - double(u01_f32(r.v[2 * p])), u2 = double(u01_f32(r.v[2 * p + 1]));
+      double rad = std::sqrt(-2.0 * std::log(u1));
+      int64_t i = b * 4 + 2 * p;
+      if (i < n) y[i] = cast_store<Tag>(float(mean + sd * rad * std::cos(kTwoPi * u2)));
+      if (i + 1 < n) y[i + 1] = cast_store<Tag>(float(mean + sd * rad * std::sin(kTwoPi * u2)));
+    }
+  });
+}
+
 }  // namespace
 }  // namespace st
 
@@ -69,6 +94,16 @@ extern "C" {
     st::normal<T>(y, n, seed, offset, mean, sd);                                            \
   }
 ST_FLOAT_TYPES(ST_DEF_RANDOM, _)
+#define ST_DEF_RANDOM_LOW(sfx, T, _)                                                        \
+  void st_uniform_##sfx(T* y, int64_t n, uint64_t seed, uint64_t offset, double low,        \
+                        double high) {                                                      \
+    st::uniform_low<ST_TAG_##sfx>(y, n, seed, offset, low, high);                           \
+  }                                                                                         \
+  void st_normal_##sfx(T* y, int64_t n, uint64_t seed, uint64_t offset, double mean,        \
+                       double sd) {                                                         \
+    st::normal_low<ST_TAG_##sfx>(y, n, seed, offset, mean, sd);                             \
+  }
+ST_HALF_TYPES(ST_DEF_RANDOM_LOW, _)
 
 void st_randint_i64(int64_t* y, int64_t n, uint64_t seed, uint64_t offset, int64_t low,
                     int64_t high) {

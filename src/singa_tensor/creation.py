@@ -393,7 +393,8 @@ def arange(start, end=None, step=1, dtype=None, device=None,
 def _range_fill(n, start, step, d, device) -> Tensor:
     from .ops.layout import cast
 
-    work = d if d in (_dt.float32, _dt.float64, _dt.int32, _dt.int64) else _dt.float64
+    work = d if d in (_dt.float32, _dt.float64, _dt.float16, _dt.bfloat16, _dt.int32,
+                      _dt.int64) else _dt.float64
     t = _new((n,), work, device)
     if n:
         fn = _kernel(t, f"st_arange_{work.suffix}")
@@ -468,17 +469,13 @@ def _random_fill(op: str, kind: str, shape, dtype, device, generator, a: float, 
     d = _float_or(dtype)
     if not d.is_floating_point:
         raise TypeError(f"{op}: dtype must be floating point, got {d.name}")
-    work = d if d in (_dt.float32, _dt.float64) else _dt.float32
-    t = _new(shape, work, device)
+    # every float dtype has fills of its own (float16/bfloat16: the float32 draw rounded once)
+    t = _new(shape, d, device)
     n = t.numel()
-    per_block = 4 if work is _dt.float32 else 2
+    per_block = 2 if d is _dt.float64 else 4
     seed, offset = _gen(generator)._take((n + per_block - 1) // per_block)
     if n:
-        _kernel(t, f"st_{kind}_{work.suffix}")(t._storage.ptr, n, seed, offset, a, b)
-    if work is not d:
-        from .ops.layout import cast
-
-        t = cast(t, d)
+        _kernel(t, f"st_{kind}_{d.suffix}")(t._storage.ptr, n, seed, offset, a, b)
     return t
 
 

@@ -54,6 +54,12 @@ def _work(d: _dt.DType) -> _dt.DType:
     return _dt.float64 if d is _dt.float64 else _dt.float32
 
 
+def _fill_dtype(d: _dt.DType) -> _dt.DType:
+    """The dtype a plain uniform or normal fill of a d tensor is drawn in: the float dtypes
+    have kernels of their own (float16/bfloat16 round the float32 draw once)."""
+    return d if d.is_floating_point else _dt.float32
+
+
 def _uniform(x: Tensor, generator, a: float = 0.0, b: float = 1.0, d=None) -> Tensor:
     return _cr._random_fill("uniform", "uniform", x.shape, d or _work(x.dtype), x.device,
                             generator, a, b)
@@ -80,8 +86,8 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None
     if std < 0:
         raise ValueError(f"normal_: expects std >= 0.0, got std={std}")
     with _ag.no_grad():
-        v = _cr._random_fill("normal_", "normal", self.shape, _work(self.dtype), self.device,
-                             generator, mean, std)
+        v = _cr._random_fill("normal_", "normal", self.shape, _fill_dtype(self.dtype),
+                             self.device, generator, mean, std)
     return _write("normal_", self, v)
 
 
@@ -99,7 +105,7 @@ def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None) ->
     if a > b:
         raise ValueError(f"uniform_: expects from <= to, got from={a} > to={b}")
     with _ag.no_grad():
-        v = _uniform(self, generator, a, b)
+        v = _uniform(self, generator, a, b, d=_fill_dtype(self.dtype))
     return _write("uniform_", self, v)
 
 

@@ -99,12 +99,14 @@ extern "C" {
 #define ST_DECL_UNARY_INT(sfx, T, _) ST_UNARY_INT_OPS(ST_DECL_UNARY, sfx, T)
 ST_FLOAT_TYPES(ST_DECL_UNARY_FLOAT, _)
 ST_INT_TYPES(ST_DECL_UNARY_INT, _)
+ST_HALF_TYPES(ST_DECL_UNARY_FLOAT, _)
 void st_logical_not_u8(const uint8_t* x, uint8_t* y, int64_t n, double alpha, double beta ST_S);
 /* isnan/isinf/isfinite -> bool */
 #define ST_DECL_FLOAT_TEST(sfx, T, _)                                      \
   void st_isnan_##sfx(const T* x, uint8_t* y, int64_t n ST_S);                  \
   void st_isinf_##sfx(const T* x, uint8_t* y, int64_t n ST_S);
 ST_FLOAT_TYPES(ST_DECL_FLOAT_TEST, _)
+ST_HALF_TYPES(ST_DECL_FLOAT_TEST, _)
 /* dx = g * f'(x; alpha, beta) for the unary ops whose gradient is one kernel (functors
  * fn::<op>_backward), x, g and dx contiguous of n elements; float types */
 #define ST_UNARY_GRAD_OPS(X, ...) X(gelu, __VA_ARGS__) X(gelu_tanh, __VA_ARGS__) X(silu, __VA_ARGS__)
@@ -113,17 +115,20 @@ ST_FLOAT_TYPES(ST_DECL_FLOAT_TEST, _)
                                 double beta ST_S);
 #define ST_DECL_UNARY_GRAD_T(sfx, T, _) ST_UNARY_GRAD_OPS(ST_DECL_UNARY_GRAD, sfx, T)
 ST_FLOAT_TYPES(ST_DECL_UNARY_GRAD_T, _)
+ST_HALF_TYPES(ST_DECL_UNARY_GRAD_T, _)
 
 #define ST_DECL_BINARY(op, sfx, T)                                                      \
   void st_##op##_##sfx(const T* a, const T* b, T* out, int32_t ndim, const int64_t* shape, \
                        const int64_t* sa, const int64_t* sb ST_S);
 #define ST_DECL_BINARY_T(sfx, T, _) ST_BINARY_OPS(ST_DECL_BINARY, sfx, T)
 ST_NUM_TYPES(ST_DECL_BINARY_T, _)
+ST_HALF_TYPES(ST_DECL_BINARY_T, _)
 #define ST_DECL_COMPARE(op, sfx, T)                                                            \
   void st_##op##_##sfx(const T* a, const T* b, uint8_t* out, int32_t ndim, const int64_t* shape, \
                        const int64_t* sa, const int64_t* sb ST_S);
 #define ST_DECL_COMPARE_T(sfx, T, _) ST_COMPARE_OPS(ST_DECL_COMPARE, sfx, T)
 ST_ALL_TYPES(ST_DECL_COMPARE_T, _)
+ST_HALF_TYPES(ST_DECL_COMPARE_T, _)
 ST_LOGICAL_OPS(ST_DECL_BINARY, u8, uint8_t)
 
 /* out = cond ? a : b, broadcast through strides */
@@ -132,6 +137,7 @@ ST_LOGICAL_OPS(ST_DECL_BINARY, u8, uint8_t)
                       const int64_t* shape, const int64_t* sc, const int64_t* sa,       \
                       const int64_t* sb ST_S);
 ST_ALL_TYPES(ST_DECL_WHERE, _)
+ST_HALF_TYPES(ST_DECL_WHERE, _)
 
 /* y = x element by element, both strided: contiguous(), expand, flip, cat, setitem, fill */
 #define ST_DECL_COPY(sfx, T, _)                                                                \
@@ -158,6 +164,7 @@ ST_CAST_TYPES(ST_DECL_CAST_FROM, _)
 #define ST_DECL_ARANGE(sfx, T, _) \
   void st_arange_##sfx(T* y, int64_t n, double start, double step ST_S);
 ST_NUM_TYPES(ST_DECL_ARANGE, _)
+ST_HALF_TYPES(ST_DECL_ARANGE, _)
 
 /* reductions over the middle axis of [outer, n, inner] */
 #define ST_DECL_REDUCE(op, sfx, T) \
@@ -214,6 +221,7 @@ ST_NUM_TYPES(ST_DECL_GEMM, _)
   void st_index_add_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny,   \
                           int64_t ni, int64_t inner ST_S);
 ST_ALL_TYPES(ST_DECL_INDEX, _)
+ST_HALF_TYPES(ST_DECL_INDEX, _)
 /* flat positions of the non-zero elements of a contiguous bool array; returns the count
  * written (at most cap) */
 int64_t st_nonzero_u8(const uint8_t* x, int64_t n, int64_t* out, int64_t cap ST_S);
@@ -244,6 +252,7 @@ ST_FLOAT_TYPES(ST_DECL_CONV, _)
   void st_normal_##sfx(T* y, int64_t n, uint64_t seed, uint64_t offset, double mean,       \
                        double std ST_S);
 ST_FLOAT_TYPES(ST_DECL_RANDOM, _)
+ST_HALF_TYPES(ST_DECL_RANDOM, _)
 void st_randint_i64(int64_t* y, int64_t n, uint64_t seed, uint64_t offset, int64_t low,
                     int64_t high ST_S);
 /* a uniformly random permutation of 0..n-1 (Fisher-Yates; step i draws from block offset + i) */
@@ -456,6 +465,15 @@ enum st_fused_opcode {
                       void* const* outputs, const int32_t* out_regs, int64_t nout,            \
                       int64_t n ST_S);
 ST_FLOAT_TYPES(ST_DECL_FUSED, _)
+/* the 16-bit floats take their constants in float: the unary ops' parameters as the unfused
+ * kernels take alpha and beta; ST_FUSED_CONST rounds its value to the dtype, as every
+ * instruction's result is rounded */
+#define ST_DECL_FUSED_LOW(sfx, T, _)                                                          \
+  void st_fused_##sfx(const int32_t* prog, int64_t ninstr, const float* consts,               \
+                      const void* const* inputs, const int64_t* in_shape, int64_t nin,        \
+                      void* const* outputs, const int32_t* out_regs, int64_t nout,            \
+                      int64_t n ST_S);
+ST_HALF_TYPES(ST_DECL_FUSED_LOW, _)
 
 #ifndef ST_CUDA_ABI /* host-side services of the CPU library; CUDA memory comes from CuPy */
 /* memory: a caching allocator. Freed blocks are kept by size class and reused, so a

@@ -15,6 +15,8 @@ from ..ops import fused as _fused
 from ._capture import Call
 
 _MIN_CHAIN = 2
+# the dtypes with a fused kernel (float16/bfloat16 programs round each instruction's result)
+_FUSED_SUFFIXES = ("f32", "f64", "f16", "bf16")
 
 
 class FusedCall(Call):
@@ -26,7 +28,8 @@ class FusedCall(Call):
         """(kernel, args) with each (storage id, offset, original pointer) resolved."""
         from .. import dtype as _dt
 
-        d = _dt.float32 if self.dtype == "f32" else _dt.float64
+        d = {"f32": _dt.float32, "f64": _dt.float64, "f16": _dt.float16,
+             "bf16": _dt.bfloat16}[self.dtype]
         inputs = [(resolve(*p), inner, period) for p, inner, period in self.ins]
         outputs = [(resolve(*p), reg) for p, reg in self.outs]
         return _fused.fused_call(self.be, d, self.instrs, self.consts, inputs, outputs, self.n)
@@ -58,7 +61,7 @@ def _elementwise(c: Call):
     if not sym.startswith("st_") or c.be is None or not hasattr(c.be, "pointer_array"):
         return None
     body, _, suffix = sym[3:].rpartition("_")
-    if suffix not in ("f32", "f64"):
+    if suffix not in _FUSED_SUFFIXES:
         return None
     a = c.args
     if body in _fused.FUSIBLE_UNARY and len(a) == 5:

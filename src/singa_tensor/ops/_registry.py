@@ -282,7 +282,11 @@ def composite(name: str, reference: Callable, *, onnx: str | None = None, kind: 
 
     def declare(fn: Callable) -> Callable:
         public = traced(name)(fn) if onnx is not None else fn
-        attrs = {"name": name, "onnx": onnx, "kind": kind, "composite": True, "dtypes": dtypes,
+        if getattr(fn, "rounds_once", False):  # ops/_lowp.py: the 16-bit floats via float32
+            dtypes_ = ("float16", "bfloat16", *dtypes)
+        else:
+            dtypes_ = dtypes
+        attrs = {"name": name, "onnx": onnx, "kind": kind, "composite": True, "dtypes": dtypes_,
                  "domain": domain, "grad_domain": grad_domain, "differentiable": differentiable,
                  "twice_differentiable": twice_differentiable,
                  "reference": staticmethod(reference), "fn": staticmethod(public)}

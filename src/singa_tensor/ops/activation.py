@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import creation
 from ..tensor import Tensor
+from ._lowp import rounds_once
 from ._registry import composite
 from .elementwise import abs, clamp, expm1, leaky_relu, sigmoid, softplus, tanh, where
 from .layout import reshape
@@ -61,6 +62,7 @@ def _clip(x: Tensor, lo: float, hi: float) -> Tensor:
 
 @composite("hardtanh", lambda x, min_val=-1.0, max_val=1.0: np.clip(x, min_val, max_val),
            kind="unary", domain=(-3.0, 3.0))
+@rounds_once
 def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
     """x clipped to [min_val, max_val].
 
@@ -78,6 +80,7 @@ def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
 
 
 @composite("relu6", lambda x: np.clip(x, 0.0, 6.0), kind="unary", domain=(-8.0, 8.0))
+@rounds_once
 def relu6(x: Tensor) -> Tensor:
     """min(max(x, 0), 6).
 
@@ -93,6 +96,7 @@ def relu6(x: Tensor) -> Tensor:
 
 @composite("hardsigmoid", lambda x: np.clip(x / 6.0 + 0.5, 0.0, 1.0), kind="unary",
            domain=(-5.0, 5.0))
+@rounds_once
 def hardsigmoid(x: Tensor) -> Tensor:
     """0 for x <= -3, 1 for x >= 3, x / 6 + 1/2 between.
 
@@ -111,6 +115,7 @@ def _hardswish_np(x):
 
 
 @composite("hardswish", _hardswish_np, kind="unary", domain=(-5.0, 5.0))
+@rounds_once
 def hardswish(x: Tensor) -> Tensor:
     """x * hardsigmoid(x): 0 for x <= -3, x for x >= 3, x (x + 3) / 6 between.
 
@@ -133,6 +138,7 @@ def _threshold_samples():
 
 @composite("threshold", lambda x, threshold, value: np.where(x > threshold, x, value),
            samples=_threshold_samples)
+@rounds_once
 def threshold(x: Tensor, threshold: float, value: float) -> Tensor:
     """x where x > threshold, value elsewhere.
 
@@ -158,6 +164,7 @@ def _check_lambd(op: str, lambd) -> float:
            lambda x, lambd=0.5: np.where(x > lambd, x - lambd,
                                          np.where(x < -lambd, x + lambd, 0.0)).astype(x.dtype),
            kind="unary")
+@rounds_once
 def softshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
     """x - lambd above lambd, x + lambd below -lambd, 0 between.
 
@@ -175,6 +182,7 @@ def softshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
 @composite("hardshrink",
            lambda x, lambd=0.5: np.where(np.abs(x) > lambd, x, 0.0).astype(x.dtype),
            kind="unary")
+@rounds_once
 def hardshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
     """x where |x| > lambd, 0 elsewhere.
 
@@ -199,6 +207,7 @@ def _elu(x: Tensor, alpha: float) -> Tensor:
 
 
 @composite("selu", lambda x: _SELU_SCALE * _elu_np(x, _SELU_ALPHA), kind="unary")
+@rounds_once
 def selu(x: Tensor) -> Tensor:
     """scale * elu(x, alpha) with the self-normalising constants (alpha ~1.6733, scale ~1.0507).
 
@@ -213,6 +222,7 @@ def selu(x: Tensor) -> Tensor:
 
 
 @composite("celu", lambda x, alpha=1.0: alpha * _elu_np(x / alpha), kind="unary")
+@rounds_once
 def celu(x: Tensor, alpha: float = 1.0) -> Tensor:
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).
 
@@ -230,6 +240,7 @@ def celu(x: Tensor, alpha: float = 1.0) -> Tensor:
 
 
 @composite("softsign", lambda x: x / (1.0 + np.abs(x)), kind="unary")
+@rounds_once
 def softsign(x: Tensor) -> Tensor:
     """x / (1 + |x|).
 
@@ -244,6 +255,7 @@ def softsign(x: Tensor) -> Tensor:
 
 
 @composite("mish", lambda x: x * np.tanh(_softplus_np(x)), kind="unary")
+@rounds_once
 def mish(x: Tensor) -> Tensor:
     """x * tanh(softplus(x)).
 
@@ -258,6 +270,7 @@ def mish(x: Tensor) -> Tensor:
 
 
 @composite("logsigmoid", lambda x: -_softplus_np(-x), kind="unary", domain=(-10.0, 10.0))
+@rounds_once
 def logsigmoid(x: Tensor) -> Tensor:
     """log(sigmoid(x)) = -softplus(-x), without overflow for large |x|.
 
@@ -272,6 +285,7 @@ def logsigmoid(x: Tensor) -> Tensor:
 
 
 @composite("tanhshrink", lambda x: x - np.tanh(x), kind="unary")
+@rounds_once
 def tanhshrink(x: Tensor) -> Tensor:
     """x - tanh(x).
 
@@ -299,6 +313,7 @@ def _glu_samples():
 
 
 @composite("glu", _glu_np, samples=_glu_samples)
+@rounds_once
 def glu(x: Tensor, dim: int = -1) -> Tensor:
     """Gated linear unit: a * sigmoid(b), with a and b the two halves of x along dim.
 
@@ -358,6 +373,7 @@ def _prelu_samples():
 
 
 @composite("prelu", _prelu_np, samples=_prelu_samples)
+@rounds_once
 def prelu(x: Tensor, weight: Tensor) -> Tensor:
     """x where x > 0, weight * x elsewhere; weight has one element or one per channel
     (dimension 1 of x; an input of fewer than 2 dims has one channel).
@@ -397,6 +413,7 @@ def _rrelu_samples():
 
 
 @composite("rrelu", _rrelu_np, samples=_rrelu_samples)
+@rounds_once
 def rrelu(x: Tensor, lower: float = _RRELU_LOWER, upper: float = _RRELU_UPPER,
           training: bool = False, generator=None) -> Tensor:
     """Randomized leaky ReLU: when training, each negative element is scaled by a slope drawn

@@ -33,6 +33,9 @@ from ._registry import (
 )
 from .layout import cast, sum_to
 
+# the 16-bit floats: their kernels load each element into float, compute there and round once
+_LOW = (_dt.float16, _dt.bfloat16)
+_LOW_NAMES = ("float16", "bfloat16")
 _SQRT_2_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
@@ -52,10 +55,8 @@ def _unary_input(op: str, x, int_ok: bool):
     if x.__class__ is not Tensor:
         raise TypeError(f"{op}: input must be a Tensor, got {type(x).__name__}")
     d = x.dtype
-    if d is _dt.float32 or d is _dt.float64:
+    if d.is_floating_point:  # float16/bfloat16 kernels compute in float and round once
         return x, None
-    if d is _dt.float16 or d is _dt.bfloat16:  # compute in float32, store back
-        return cast(x, _dt.float32), d
     if int_ok and d is not _dt.bool_:
         return x, None
     if int_ok:
@@ -71,14 +72,14 @@ def unary_op(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=Fals
     its public function.
 
     backward(ctx, g, x, y) is the input gradient in Tensor ops (None: not differentiable);
-    reference the numpy definition. The dtype policy is the same for every unary op: float32
-    and float64 compute in their own type, float16 and bfloat16 in float32 and are stored
-    back, integers and bool go to float32 (or stay integers with int_ok). attrs: up to two
-    (name, default) number arguments, passed to the kernel as alpha and beta. saves: which of
-    the input "x" and output "y" the backward reads; saving only those lets users modify the
-    other in place (y = x.sin(); y.add_(1) is fine, as in PyTorch); a function of the two
-    attrs returning such a string picks them per call. method, inplace: the
-    Tensor methods it provides (True for its own name, or the names).
+    reference the numpy definition. The dtype policy is the same for every unary op: each
+    float dtype gives its own (float16 and bfloat16 load each element into float, compute
+    there and round once), integers and bool go to float32 (or stay integers with int_ok).
+    attrs: up to two (name, default) number arguments, passed to the kernel as alpha and beta.
+    saves: which of the input "x" and output "y" the backward reads; saving only those lets
+    users modify the other in place (y = x.sin(); y.add_(1) is fine, as in PyTorch); a
+    function of the two attrs returning such a string picks them per call. method, inplace:
+    the Tensor methods it provides (True for its own name, or the names).
 
     Example (elementwise.py declares exp so; st.exp is the function returned):
         >>> import singa_tensor as st
@@ -100,7 +101,8 @@ def unary_op(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=Fals
     Spec.grad_domain = grad_domain
     Spec.differentiable = differentiable
     Spec.twice_differentiable = twice
-    Spec.dtypes = ("float32", "float64", "int32", "int64") if int_ok else ("float32", "float64")
+    Spec.dtypes = _LOW_NAMES + (("float32", "float64", "int32", "int64") if int_ok else
+                                ("float32", "float64"))
 
     def forward(ctx, x, a=0.0, b=0.0):
         y = _run_unary(x, name, a, b)
@@ -477,7 +479,6 @@ def _float_test(x, op):
         from .. import creation
 
         return creation.zeros(x._shape, dtype=_dt.bool_, device=x.device)
-    x = x if x.dtype in (_dt.float32, _dt.float64) else cast(x, _dt.float32)
     xc = contiguous(x)
     out = Tensor._empty(x._shape, _dt.bool_, x._device, x._be)
     kernel(x, op)(ptr(xc), ptr(out), out.numel())
@@ -520,8 +521,6 @@ def _operands(op: str, a, b, float_only: bool = False):
         raise TypeError(f"{op}: expected at least one Tensor, got {type(a).__name__} and "
                         f"{type(b).__name__}")
     if float_only and not d.is_floating_point:
-        d = _dt.float32
-    if d is _dt.float16 or d is _dt.bfloat16:
         d = _dt.float32
     if a.dtype is not d:
         a = cast(a, d)
@@ -581,8 +580,8 @@ def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=Fal
     Spec.b_domain = b_domain
     Spec.grad_domain = grad_domain
     Spec.differentiable = differentiable and not out_bool
-    Spec.dtypes = dtypes or (("float32", "float64") if float_only else
-                             ("float32", "float64", "int32", "int64"))
+    Spec.dtypes = dtypes or (_LOW_NAMES + ("float32", "float64") if float_only else
+                             _LOW_NAMES + ("float32", "float64", "int32", "int64"))
     kernel_name = name
     if backward is None:
         saves = ""
@@ -614,8 +613,8 @@ def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=Fal
         Spec.backward = staticmethod(bw)
     Spec.reference = staticmethod(reference)
 
-    fast_dtypes = (_dt.float32, _dt.float64) if float_only else (
-        _dt.float32, _dt.float64, _dt.int32, _dt.int64)
+    fast_dtypes = _LOW + ((_dt.float32, _dt.float64) if float_only else (
+        _dt.float32, _dt.float64, _dt.int32, _dt.int64))
 
     def fn(a, b):
         # the common case, two tensors of one computable dtype on one device, skips the
@@ -688,7 +687,7 @@ def _np_pow(a, b):
 
 
 _pow = binary_op("pow", "Pow", _pow_grad, _np_pow, domain=(0.2, 3.0), b_domain=(-2.0, 2.0),
-                 dtypes=("float32", "float64"))
+                 dtypes=_LOW_NAMES + ("float32", "float64"))
 
 
 def _max_grad(c, g, a, b, o):
@@ -886,9 +885,11 @@ def div(a, b, *, rounding_mode: str | None = None) -> Tensor:
 # ---- comparisons and logic --------------------------------------------------------------------
 
 eq = binary_op("eq", "Equal", None, np.equal, out_bool=True,
-               dtypes=("float32", "float64", "int32", "int64", "bool"), method=("eq", "__eq__"))
+               dtypes=_LOW_NAMES + ("float32", "float64", "int32", "int64", "bool"),
+               method=("eq", "__eq__"))
 ne = binary_op("ne", None, None, np.not_equal, out_bool=True,
-               dtypes=("float32", "float64", "int32", "int64", "bool"), method=("ne", "__ne__"))
+               dtypes=_LOW_NAMES + ("float32", "float64", "int32", "int64", "bool"),
+               method=("ne", "__ne__"))
 lt = binary_op("lt", "Less", None, np.less, out_bool=True, method=("lt", "__lt__"))
 le = binary_op("le", "LessOrEqual", None, np.less_equal, out_bool=True, method=("le", "__le__"))
 gt = binary_op("gt", "Greater", None, np.greater, out_bool=True, method=("gt", "__gt__"))
@@ -986,6 +987,7 @@ def _positive(x: Tensor) -> Tensor:
 class Where(OpSpec):
     name = "where"
     onnx = "Where"
+    dtypes = _LOW_NAMES + ("float32", "float64")
 
     @staticmethod
     def forward(ctx, cond, a, b):

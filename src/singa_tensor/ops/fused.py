@@ -24,7 +24,6 @@ from __future__ import annotations
 import operator
 from typing import Callable
 
-from .. import dtype as _dt
 from ..backend import cpu as _abi  # the opcodes and limits are one header's, on every backend
 
 __all__: list[str] = []  # a helper of graph mode, not a public op
@@ -44,7 +43,9 @@ MAX_OUTPUTS: int = _abi.lib.ST_FUSED_MAX_OUTPUTS
 MAX_REGS: int = _abi.lib.ST_FUSED_MAX_REGS
 MAX_CONSTS: int = _abi.lib.ST_FUSED_MAX_CONSTS
 
-_C_TYPE = {"float32": "float", "float64": "double"}
+# the C type of the constants: the dtype's own, float for the 16-bit floats (whose kernels take
+# the unary parameters in float, as the unfused kernels do)
+_C_TYPE = {"float32": "float", "float64": "double", "float16": "float", "bfloat16": "float"}
 
 
 def opcode(name: str, binary: bool) -> int:
@@ -148,8 +149,9 @@ def fused_call(be, dtype, instrs, consts, inputs, outputs, n) -> tuple[Callable,
         >>> y.tolist()
         [2.0, 6.0]
     """
-    if dtype is not _dt.float32 and dtype is not _dt.float64:
-        raise TypeError(f"fused: programs run in float32 or float64, got {dtype.name}")
+    if dtype.name not in _C_TYPE:
+        raise TypeError(f"fused: programs run in float32, float64, float16 or bfloat16, got "
+                        f"{dtype.name}")
     n = _index("the element count n", n, 0, 1 << 62)
     _count("instructions", instrs, MAX_INSTR)
     nin = _count("inputs", inputs, MAX_INPUTS)

@@ -242,6 +242,7 @@ def _fresh_copy(x: Tensor) -> Tensor:
 @register
 class Gather(OpSpec):
     name = "gather"
+    dtypes = ("float16", "bfloat16", "float32", "float64")
     onnx = "GatherElements"
 
     @staticmethod
@@ -338,6 +339,7 @@ def _scatter_0d(fn, x, index, src):
 @register
 class Scatter(OpSpec):
     name = "scatter"
+    dtypes = ("float16", "bfloat16", "float32", "float64")
     onnx = "ScatterElements"
 
     @staticmethod
@@ -401,6 +403,7 @@ Scatter.fn = staticmethod(scatter)
 @register
 class ScatterAdd(OpSpec):
     name = "scatter_add"
+    dtypes = ("float16", "bfloat16", "float32", "float64")
     onnx = "ScatterElements"
 
     @staticmethod
@@ -470,6 +473,7 @@ def _vector_index(op: str, x: Tensor, dim, index) -> tuple:
 @register
 class IndexSelect(OpSpec):
     name = "index_select"
+    dtypes = ("float16", "bfloat16", "float32", "float64")
     onnx = "Gather"
 
     @staticmethod
@@ -524,6 +528,7 @@ IndexSelect.fn = staticmethod(index_select)
 @register
 class IndexAdd(OpSpec):
     name = "index_add"
+    dtypes = ("float16", "bfloat16", "float32", "float64")
     onnx = None
 
     @staticmethod

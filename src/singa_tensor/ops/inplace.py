@@ -8,6 +8,8 @@ backward detects that a tensor it saved has since been overwritten.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import autograd as _ag
 from .. import dtype as _dt
 from ..autograd import AccumulateGrad
@@ -152,7 +154,7 @@ def inplace_binary(x: Tensor, other, fn, op: str) -> Tensor:
             # the number rounded to x's dtype as the out-of-place op rounds it. b = -0.0 or
             # a = 1 keeps the result bit for bit that of the plain product or sum (-0.0 is the
             # additive identity that also keeps a product's negative zero)
-            v = float(other)
+            v = float(other) if x.dtype.itemsize > 2 else _rounded(float(other), x.dtype)
             a, b = (v, -0.0) if op == "mul_" else (1.0, v if op == "add_" else -v)
             kernel(x, "affine")(ptr(x), ptr(x), x.numel(), a, b)
             x._storage.version += 1
@@ -166,8 +168,20 @@ def inplace_binary(x: Tensor, other, fn, op: str) -> Tensor:
 
 _DIRECT_BINARY = {"add", "sub", "mul", "div", "maximum", "minimum"}
 _AFFINE_SCALAR = ("mul_", "add_", "sub_")
-# the float dtypes with kernels of their own (float16/bfloat16 compute through float32)
-_KERNEL_DTYPES = (_dt.float32, _dt.float64)
+# the float dtypes with kernels of their own (float16/bfloat16 compute in float, round once)
+_KERNEL_DTYPES = (_dt.float32, _dt.float64, _dt.float16, _dt.bfloat16)
+
+
+def _rounded(v: float, d) -> float:
+    """v rounded to the 16-bit float dtype d (through float32, as a scalar tensor of d is
+    made), as a Python float."""
+    if d is _dt.float16:
+        return float(np.float16(np.float32(v)))
+    bits = int(np.float32(v).view(np.uint32))
+    if v != v:
+        return v
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # nearest, ties to even
+    return float(np.uint32(bits).view(np.float32))
 
 
 def inplace_unary(x: Tensor, fn, op: str, *args, **kwargs) -> Tensor:

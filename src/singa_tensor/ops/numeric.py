@@ -17,6 +17,7 @@ from ..tensor import Tensor, _wrap_dim
 from . import elementwise as _el
 from . import reduce as _re
 from . import shape as _sh
+from ._lowp import rounds_once
 from ._registry import composite, expect_tensor
 from .layout import cast
 from .linalg import matmul
@@ -254,6 +255,7 @@ def _logit_ref(x, eps=None):
 
 
 @composite("logit", _logit_ref, kind="unary", domain=(0.05, 0.95), method=True, inplace=True)
+@rounds_once
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
     """log(p / (1 - p)), the inverse of sigmoid; with eps, p is first clamped to
     [eps, 1 - eps].
@@ -481,6 +483,7 @@ def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
 @composite("ldexp", lambda a, b: a * np.power(2.0, b), method=True, inplace=True,
            samples=lambda: [((_rand(4), np.array([0.0, 1.0, -2.0, 3.0])), {}),
                             ((_rand(2, 3), np.array([1.0, -1.0, 2.0])), {})])
+@rounds_once
 def ldexp(input: Tensor, other) -> Tensor:
     """input * 2 ** other.
 

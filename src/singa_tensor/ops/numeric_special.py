@@ -11,6 +11,7 @@ from .. import dtype as _dt
 from ..tensor import Tensor
 from . import elementwise as _el
 from . import reduce as _re
+from ._lowp import rounds_once
 from ._registry import composite, expect_tensor
 from .layout import cast
 
@@ -21,6 +22,7 @@ def _i0_ref(x):
 
 
 @composite("i0", _i0_ref, kind="unary", domain=(-6.0, 6.0), method=True, inplace=True)
+@rounds_once
 def i0(input: Tensor) -> Tensor:
     """The modified Bessel function of the first kind of order zero, elementwise.
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import dtype as _dt
 from ..tensor import Tensor
+from ._lowp import rounds_once
 from ._registry import composite, expect_tensor
 from .elementwise import (
     _operands,
@@ -36,21 +37,10 @@ from .elementwise import (
 from .layout import cast
 
 _LN2 = math.log(2.0)
-_HALF = (_dt.float16, _dt.bfloat16)
-
-
-def _half_of(*args):
-    """The 16-bit float dtype the tensor arguments share, if they do: the composites compute
-    in float32 (as their parts do) and store the result back in it, like the unary ops."""
-    ds = {a.dtype for a in args if isinstance(a, Tensor)}
-    return ds.pop() if len(ds) == 1 and next(iter(ds)) in _HALF else None
-
-
-def _back(out: Tensor, half) -> Tensor:
-    return cast(out, half) if half is not None else out
 
 
 @composite("logaddexp", np.logaddexp, kind="binary", domain=(-10.0, 10.0), method=True)
+@rounds_once
 def logaddexp(input, other) -> Tensor:
     """log(exp(input) + exp(other)), without overflow.
 
@@ -64,10 +54,11 @@ def logaddexp(input, other) -> Tensor:
     out = maximum(a, b) + log1p(exp(-abs(a - b)))
     # equal infinities, where a - b is NaN; finite ties keep the formula, whose gradient
     # splits evenly between the two
-    return _back(where(logical_and(eq(a, b), isinf(a)), a, out), _half_of(input, other))
+    return where(logical_and(eq(a, b), isinf(a)), a, out)
 
 
 @composite("logaddexp2", np.logaddexp2, kind="binary", domain=(-10.0, 10.0), method=True)
+@rounds_once
 def logaddexp2(input, other) -> Tensor:
     """log2(2^input + 2^other), without overflow.
 
@@ -78,7 +69,7 @@ def logaddexp2(input, other) -> Tensor:
     """
     a, b = _operands("logaddexp2", input, other, float_only=True)
     out = maximum(a, b) + log1p(exp2(-abs(a - b))) * (1.0 / _LN2)
-    return _back(where(logical_and(eq(a, b), isinf(a)), a, out), _half_of(input, other))
+    return where(logical_and(eq(a, b), isinf(a)), a, out)
 
 
 def _float_input(op: str, x) -> Tensor:
@@ -87,6 +78,7 @@ def _float_input(op: str, x) -> Tensor:
 
 
 @composite("sinc", np.sinc, kind="unary", method=True, inplace=True)
+@rounds_once
 def sinc(input) -> Tensor:
     """The normalised sinc, sin(pi x) / (pi x), 1 at 0.
 
@@ -98,7 +90,7 @@ def sinc(input) -> Tensor:
     x = _float_input("sinc", input)
     zero = eq(x, 0.0)
     px = where(zero, 1.0, x) * math.pi  # a safe divisor, so the gradient at 0 stays finite
-    return _back(where(zero, 1.0, sin(px) / px), _half_of(input))
+    return where(zero, 1.0, sin(px) / px)
 
 
 def _xlogy_np(x, y):
@@ -108,6 +100,7 @@ def _xlogy_np(x, y):
 
 
 @composite("xlogy", _xlogy_np, kind="binary", domain=(0.1, 3.0), method=True, inplace=True)
+@rounds_once
 def xlogy(input, other) -> Tensor:
     """input * log(other), 0 where input is 0 (unless other is NaN).
 
@@ -118,7 +111,7 @@ def xlogy(input, other) -> Tensor:
     """
     a, b = _operands("xlogy", input, other, float_only=True)
     keep0 = logical_and(eq(a, 0.0), logical_not(isnan(b)))
-    return _back(where(keep0, 0.0, a * log(where(keep0, 1.0, b))), _half_of(input, other))
+    return where(keep0, 0.0, a * log(where(keep0, 1.0, b)))
 
 
 
@@ -139,6 +132,7 @@ def _check_value(op: str, value) -> float:
 @composite("addcmul", lambda x, a, b, value=1.0: x + value * a * b,
            samples=lambda: [(_three(), {}), (_three((3,), (2, 3), (2, 1)), {"value": 0.5})],
            method=True, inplace=True)
+@rounds_once
 def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
     """input + value * tensor1 * tensor2, with broadcasting.
 
@@ -151,7 +145,7 @@ def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
         expect_tensor("addcmul", t, name)
     v = _check_value("addcmul", value)
     prod = tensor1 * tensor2
-    return _back(input + (prod * v if v != 1 else prod), _half_of(input, tensor1, tensor2))
+    return input + (prod * v if v != 1 else prod)
 
 
 def _positive_divisor():
@@ -162,6 +156,7 @@ def _positive_divisor():
 @composite("addcdiv", lambda x, a, b, value=1.0: x + value * a / b,
            samples=lambda: [(_positive_divisor(), {}), (_positive_divisor(), {"value": -2.0})],
            method=True, inplace=True)
+@rounds_once
 def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
     """input + value * tensor1 / tensor2, with broadcasting (true division).
 
@@ -177,7 +172,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
         raise TypeError("addcdiv: integer division of tensor1 by tensor2 is not supported; use "
                         "floating-point tensors")
     q = tensor1 / tensor2
-    return _back(input + (q * v if v != 1 else q), _half_of(input, tensor1, tensor2))
+    return input + (q * v if v != 1 else q)
 
 
 def _lerp_np(start, end, weight):
@@ -190,6 +185,7 @@ def _lerp_np(start, end, weight):
                              {}),
                             ((_REF.standard_normal((3,)), _REF.standard_normal((3,)), 0.75), {})],
            method=True, inplace=True)
+@rounds_once
 def lerp(input, end, weight) -> Tensor:
     """input + weight * (end - input); weight a number or a tensor, all broadcast. Weights of
     0.5 and above are computed from the end, end - (end - input) * (1 - weight), which is exact
@@ -204,17 +200,16 @@ def lerp(input, end, weight) -> Tensor:
     expect_tensor("lerp", end, "end")
     if not input.dtype.is_floating_point:
         raise TypeError(f"lerp: expected a floating-point input, got {input.dtype.name}")
-    half = _half_of(input, end, weight)
     d = end - input
     if isinstance(weight, Tensor):
         small = lt(abs(weight), 0.5)
-        return _back(where(small, input + weight * d, end - d * (1.0 - weight)), half)
+        return where(small, input + weight * d, end - d * (1.0 - weight))
     if isinstance(weight, bool) or not isinstance(weight, (int, float)):
         raise TypeError(f"lerp: weight must be a number or a Tensor, got "
                         f"{type(weight).__name__}")
     if math.fabs(weight) < 0.5:
-        return _back(input + d * float(weight), half)
-    return _back(end - d * (1.0 - float(weight)), half)
+        return input + d * float(weight)
+    return end - d * (1.0 - float(weight))
 
 
 def _scalar(v, like: Tensor) -> Tensor:
@@ -225,6 +220,7 @@ def _scalar(v, like: Tensor) -> Tensor:
 
 @composite("heaviside", np.heaviside, kind="binary", differentiable=False, method=True,
            inplace=True)
+@rounds_once
 def heaviside(input, values) -> Tensor:
     """The step function: 0 below zero, 1 above, values where input is 0 (NaN stays NaN);
     values is a tensor of input's dtype (or a number).
@@ -243,11 +239,12 @@ def heaviside(input, values) -> Tensor:
                         f"have the same dtype")
     step = cast(gt(x, 0), x.dtype)
     out = where(eq(x, 0), v, step)
-    return _back(where(isnan(x), x, out), _half_of(x)) if x.dtype.is_floating_point else out
+    return where(isnan(x), x, out) if x.dtype.is_floating_point else out
 
 
 @composite("deg2rad", np.deg2rad, kind="unary", domain=(-360.0, 360.0), method=True,
            inplace=True)
+@rounds_once
 def deg2rad(input) -> Tensor:
     """Degrees to radians.
 
@@ -256,10 +253,11 @@ def deg2rad(input) -> Tensor:
         >>> round(st.deg2rad(st.tensor([180.0])).item(), 5)
         3.14159
     """
-    return _back(_float_input("deg2rad", input) * (math.pi / 180.0), _half_of(input))
+    return _float_input("deg2rad", input) * (math.pi / 180.0)
 
 
 @composite("rad2deg", np.rad2deg, kind="unary", method=True, inplace=True)
+@rounds_once
 def rad2deg(input) -> Tensor:
     """Radians to degrees.
 
@@ -268,7 +266,7 @@ def rad2deg(input) -> Tensor:
         >>> st.rad2deg(st.tensor([math.pi / 2])).tolist()
         [90.0]
     """
-    return _back(_float_input("rad2deg", input) * (180.0 / math.pi), _half_of(input))
+    return _float_input("rad2deg", input) * (180.0 / math.pi)
 
 
 # the largest finite value of each float dtype (bfloat16 keeps float32's exponent range)
@@ -308,7 +306,7 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None) -> Tensor:
     lo = -big if neginf is None else float(neginf)
     out = where(isnan(x), float(0.0 if nan is None else nan), x)
     out = where(isposinf(x), hi, out)
-    return _back(where(isneginf(x), lo, out), _half_of(x))
+    return where(isneginf(x), lo, out)  # selections: exact in every float dtype
 
 
 @composite("isposinf", np.isposinf, kind="unary", differentiable=False, method=True)
