@@ -250,6 +250,10 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
         # matrix, so the product runs on it directly, without an im2col copy
         xs = x4 if stride == (1, 1) else x4[:, :, ::stride[0], ::stride[1]]
         cols = xs.reshape(n, c, oh * ow)
+    elif x4.dtype.itemsize == 2 and x4._be.kernel(f"st_im2col_{x4.dtype.suffix}") is None:
+        # no 16-bit im2col on this backend: the columns are gathered in float32 (col2im, the
+        # gradient, then sums in float32) and the product stays 16-bit
+        cols = apply(Im2col, x4.float(), geo).to(x4.dtype)
     else:
         cols = apply(Im2col, x4, geo)  # (n, c*kh*kw, oh*ow)
     cols = cols.reshape(n, groups, cg * kh * kw, oh * ow)
@@ -257,6 +261,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
     out = (wm @ cols).reshape(n, o, oh, ow)
     if bias is not None:
         out = out + bias.reshape(1, o, 1, 1)
+        if out.dtype is not x4.dtype:  # the 16-bit result where the addition widened
+            out = out.to(x4.dtype)
     return out.squeeze(0) if squeeze else out
 
 
