@@ -325,6 +325,29 @@ def test_conv2d_in_16_bits(dtype, stride, pad, k, path):
                            msg="conv2d dw")
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_conv_transpose2d_in_16_bits(dtype, path):
+    rng = np.random.default_rng(31)
+    x = low_tensor(rng.uniform(-0.5, 1.5, (2, 4, 5, 5)), dtype, True)
+    w = low_tensor(rng.uniform(-0.5, 1.5, (4, 3, 3, 3)), dtype, True)
+    b = low_tensor(rng.uniform(-1, 1, 3), dtype)
+    y = st.conv_transpose2d(x, w, b, stride=2, padding=1)
+
+    def f64(t, absolute=False):
+        v = exact(t)
+        return helpers.as_tensor(np.abs(v) if absolute else v)
+
+    # the float64 op on the same values is the reference; on its absolute values, the bound
+    ref = helpers.to_numpy(st.conv_transpose2d(f64(x), f64(w), f64(b), stride=2, padding=1))
+    mag = helpers.to_numpy(st.conv_transpose2d(f64(x, True), f64(w, True), f64(b, True),
+                                               stride=2, padding=1))
+    # each tap's product rounded, their overlapping sum rounded, then the bias added
+    assert_rounded_product(y, ref, mag, 4 + 9 + 1, dtype, inter=mag, inter_ulps=2,
+                           msg="conv_transpose2d")
+    y.backward(low_tensor(np.ones(y.shape), dtype))
+    assert x.grad.dtype is LOW[dtype] and w.grad.dtype is LOW[dtype]
+
+
 def test_bf16_conv_uses_onednn_where_it_has_native_code():
     if helpers.DEVICE != "cpu":
         pytest.skip("oneDNN runs CPU convolutions only")
