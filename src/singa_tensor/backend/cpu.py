@@ -252,10 +252,9 @@ _onednn = None
 
 def conv2d_plan(n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups, bias: bool,
                 dtype: str = "float32"):
-    """oneDNN's plan for a convolution of this geometry and dtype ("float32", "bfloat16",
-    "float16") (`backend/onednn.py`), or None
-    when oneDNN is off, not installed, or not the faster path here (conv2d then runs im2col
-    and a matrix product). The choice is a fixed rule, so that a geometry always takes the same
+    """oneDNN's plan for a convolution of this geometry and dtype ("float32", "bfloat16" or
+    "float16"; `backend/onednn.py`), or None when oneDNN is off, not installed, or not the
+    faster path here (conv2d then runs im2col and a matrix product). The choice is a fixed rule, so that a geometry always takes the same
     path and results repeat from run to run: oneDNN for every geometry but unpadded 1x1
     convolutions without groups.
 

@@ -39,8 +39,7 @@ from .reduce import sum as _sum
 def _check_operands(op: str, a, b) -> tuple:
     """Validate two matrix-product operands and bring them to one kernel dtype (the promoted
     one: float16 with bfloat16 is float32). float16 and bfloat16 products run in their own
-    dtype, accumulated in float32 and rounded once. Also returns the dtype to cast the result
-    back to, or None (kept for callers; no dtype needs it now)."""
+    dtype, accumulated in float32 and rounded once."""
     for x, name in ((a, "first"), (b, "second")):
         if x.__class__ is not Tensor:
             raise TypeError(f"{op}: the {name} argument must be a Tensor, got {type(x).__name__}")
@@ -50,12 +49,11 @@ def _check_operands(op: str, a, b) -> tuple:
                             f"{b.shape}); cast to an integer or float dtype first")
     check_same_device(op, a, b)
     d = a.dtype if a.dtype is b.dtype else _dt.promote(a.dtype, b.dtype)
-    back = None
     if a.dtype is not d:
         a = cast(a, d)
     if b.dtype is not d:
         b = cast(b, d)
-    return a, b, back
+    return a, b
 
 
 def _mismatch(op: str, sa: tuple, sb: tuple, ka: int, kb: int):
@@ -203,7 +201,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         >>> st.matmul(st.ones(5, 2, 3), st.ones(3)).shape
         (5, 2)
     """
-    a, b, back = _check_operands("matmul", a, b)
+    a, b = _check_operands("matmul", a, b)
     sa, sb = a._shape, b._shape
     if not sa or not sb:
         raise ValueError(f"matmul: both arguments need to be at least 1-D, but they are "
@@ -228,7 +226,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         if len(sb) == 1:
             shape = shape[:-1]
         out = reshape(out, *shape)
-    return cast(out, back) if back is not None else out
+    return out
 
 
 Matmul.fn = staticmethod(matmul)
