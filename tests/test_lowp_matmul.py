@@ -25,6 +25,10 @@ its tiled kernel.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -361,6 +365,24 @@ def test_bf16_conv_uses_onednn_where_it_has_native_code():
     assert exact(y)[0, 0, 4, 4] == 54.0 and exact(y)[0, 0, 0, 0] == 24.0
     if plan is not None:
         assert not any(v.startswith("ref") for v in plan.impl.values())
+
+
+def test_the_file_holds_with_onednn_held_to_avx2():
+    # what an AVX2-only CPU runs: oneDNN (held to AVX2 by its ISA switch) has no native
+    # bfloat16/float16 code there, so every 16-bit product and convolution takes the library's
+    # own path; this file's bounds must hold on it too
+    if helpers.DEVICE != "cpu":
+        pytest.skip("oneDNN's ISA switch concerns CPU products only")
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2")
+    probe = ("from singa_tensor.backend import onednn as o; "
+             "print(o.matmul_plan('bfloat16', 0, 0, 64, 64, 64, 64, 64, 64, 1, 0, 0, 0, False, 1))")
+    r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "None", r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
+                        "-k", "not held_to_avx2"], env=env, capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
 
 
 # ---- cuBLAS: the choice of data and compute types, and the call -------------------------------
