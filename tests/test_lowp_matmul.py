@@ -409,6 +409,12 @@ class _RecordingCublas:
     def setPointerMode(self, h, mode):  # noqa: N802 - CuPy's name
         pass
 
+    def getMathMode(self, h):  # noqa: N802
+        return 0
+
+    def setMathMode(self, h, mode):  # noqa: N802
+        self.calls.append(("setMathMode", (h, mode)))
+
     def __getattr__(self, name):
         if name.endswith("StridedBatched") or name == "gemmStridedBatchedEx":
             return lambda *args: self.calls.append((name, args))
@@ -444,6 +450,26 @@ def test_cublas_call_arguments_follow_the_flags():
     n_calls = len(blas.calls)
     gemm["bf16"](0, 0, 4, 5, 0, 1.0, 1, 1, 2, 5, 0.0, 3, 5, 1, 0, 0, 0, None)  # k == 0
     assert len(blas.calls) == n_calls and len(own) == 1  # the library's own kernel
+
+
+def test_cublas_reduced_precision_reduction_flags():
+    blas = _RecordingCublas()
+    flags = type("Flags", (), {"allow_tf32": False,
+                               "allow_bf16_reduced_precision_reduction": True,
+                               "allow_fp16_reduced_precision_reduction": False})()
+    assert not cg.strict_reduction("bf16", flags) and cg.strict_reduction("f16", flags)
+    assert not cg.strict_reduction("f32", flags) and not cg.strict_reduction("f64", flags)
+    args = (0, 0, 2, 2, 2, 1.0, 1, 2, 2, 2, 0.0, 3, 2, 1, 0, 0, 0, None)
+    cg.make_gemm("bf16", None, blas, lambda: 5, int, flags)(*args)
+    assert [c[0] for c in blas.calls] == ["gemmStridedBatchedEx"]  # the default mode
+    blas.calls.clear()
+    cg.make_gemm("f16", None, blas, lambda: 5, int, flags)(*args)
+    # the DISALLOW_REDUCED_PRECISION_REDUCTION bit around the call, then the mode restored
+    assert blas.calls[0] == ("setMathMode", (5, 16))
+    assert blas.calls[1][0] == "gemmStridedBatchedEx" and blas.calls[2] == ("setMathMode", (5, 0))
+    # PyTorch's defaults: both allowed
+    assert st.backends.cuda.matmul.allow_bf16_reduced_precision_reduction is True
+    assert not cg.strict_reduction("bf16", st.backends.cuda.matmul)
 
 
 def test_cublas_tf32_follows_the_public_flags():

@@ -9,8 +9,13 @@ each dtype's matrix product runs with, and the call itself.
 - bfloat16 / float16: `gemmStridedBatchedEx` on CUDA_R_16BF / CUDA_R_16F operands with
   CUBLAS_COMPUTE_32F: tensor cores, float32 accumulation, one rounding on store.
 
-`gemm_types` is the choice as a pure function (no CuPy needed, so it is tested everywhere);
-`make_gemm` builds the kernel-ABI callable around any object with CuPy's cuBLAS functions.
+While `allow_bf16_reduced_precision_reduction` / `allow_fp16_reduced_precision_reduction` is
+False (True by default, as in PyTorch), the 16-bit products run under cuBLAS's
+DISALLOW_REDUCED_PRECISION_REDUCTION math mode, so split-K partial sums stay in float32.
+
+`gemm_types` and `strict_reduction` are the choice as pure functions (no CuPy needed, so they
+are tested everywhere); `make_gemm` builds the kernel-ABI callable around any object with CuPy's
+cuBLAS functions.
 
 Example:
     >>> from singa_tensor.backend import cublas_gemm as cg
@@ -28,6 +33,8 @@ import numpy as np
 CUDA_R_32F, CUDA_R_64F, CUDA_R_16F, CUDA_R_16BF = 0, 1, 2, 14
 COMPUTE_32F, COMPUTE_32F_FAST_TF32 = 68, 77
 GEMM_DEFAULT = -1  # cuBLAS picks the algorithm (tensor cores where the types allow)
+# cublasMath_t bit: split-K partial sums of 16-bit products stay in the compute type
+MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16
 
 INT_MAX = (1 << 31) - 1
 # the dtypes whose st_gemm cuBLAS runs
@@ -58,6 +65,22 @@ def gemm_types(suffix: str, allow_tf32: bool) -> tuple[int, int] | None:
                      f"{', '.join(SUFFIXES)})")
 
 
+def strict_reduction(suffix: str, flags) -> bool:
+    """Whether a 16-bit product must keep cuBLAS's split-K partial sums in float32 (the
+    DISALLOW_REDUCED_PRECISION_REDUCTION math mode): when `flags` (`backends.cuda.matmul`)
+    forbid the reduced-precision reduction of the dtype, as PyTorch's flags of the same names.
+
+    Example:
+        >>> from singa_tensor.backend import cublas_gemm as cg
+        >>> flags = type("F", (), {"allow_bf16_reduced_precision_reduction": False})()
+        >>> cg.strict_reduction("bf16", flags), cg.strict_reduction("f32", flags)
+        (True, False)
+    """
+    name = {"bf16": "allow_bf16_reduced_precision_reduction",
+            "f16": "allow_fp16_reduced_precision_reduction"}.get(suffix)
+    return name is not None and not getattr(flags, name, True)
+
+
 def _matmul_flags():
     from ..backends import cuda as flags  # at the first product, after the package import
 
@@ -68,7 +91,8 @@ def make_gemm(suffix: str, kernel, cublas, handle, address, flags=None):
     """The st_gemm_<suffix> callable of the kernel ABI (trailing stream) through `cublas` (CuPy's
     `cupy_backends.cuda.libs.cublas`, or a stand-in with the same functions); `handle()` gives
     the cuBLAS handle, `address(p)` a device pointer's integer address, `flags` the object
-    with `allow_tf32` (default: `st.backends.cuda.matmul`, read at each call).
+    with `allow_tf32` and the reduced-precision-reduction flags (default:
+    `st.backends.cuda.matmul`, read at each call).
 
     Row-major C = alpha op(A) op(B) + beta C is column-major C^T = alpha op(B)^T op(A)^T +
     beta C^T, so the operands swap and each keeps its own transpose flag and leading dimension.
@@ -110,10 +134,17 @@ def make_gemm(suffix: str, kernel, cublas, handle, address, flags=None):
                                      be.ctypes.data, address(c), max(ldc, 1), sc, batch)
             return None
         data, compute = types
-        ex(
-            h, 1 if tb else 0, 1 if ta else 0, n, m, k, al.ctypes.data, address(b), data,
-            max(ldb, 1), sb, address(a), data, max(lda, 1), sa, be.ctypes.data, address(c), data,
-            max(ldc, 1), sc, batch, compute, GEMM_DEFAULT)
+        strict = strict_reduction(suffix, flag_source[0])
+        if strict:  # the handle is CuPy's: its math mode is restored afterwards
+            mode = cublas.getMathMode(h)
+            cublas.setMathMode(h, mode | MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)
+        try:
+            ex(h, 1 if tb else 0, 1 if ta else 0, n, m, k, al.ctypes.data, address(b), data,
+               max(ldb, 1), sb, address(a), data, max(lda, 1), sa, be.ctypes.data, address(c),
+               data, max(ldc, 1), sc, batch, compute, GEMM_DEFAULT)
+        finally:
+            if strict:
+                cublas.setMathMode(h, mode)
         return None
 
     gemm.__name__ = f"st_gemm_{suffix}"
