@@ -204,18 +204,24 @@ def kernel(symbol: str):
 
 _HALF_GEMMS = {"st_gemm_bf16": "bfloat16", "st_gemm_f16": "float16"}
 _wrapped: dict = {}
+# Below this many multiply-adds (batch * m * n * k) a 16-bit product stays on the library's own
+# kernel: oneDNN's fixed cost per call (about 4 us through cffi's ABI mode) is more than the
+# product; measured crossing over near 48 x 48 x 48 on one thread (AVX512-BF16)
+ONEDNN_MIN_WORK = 1 << 17
 
 
 def _half_gemm(dtype: str, own):
     """st_gemm of a 16-bit dtype through oneDNN's matmul where it has native code for this
     call (alpha 1, beta 0 or 1, k > 0: what the ops send), else the library's own kernel
-    (operands widened for sgemm). Both accumulate in float32 and round once. Which one runs
-    depends only on the call's shape and this CPU, so results repeat from run to run."""
+    (operands widened for sgemm), which also takes the products too small to pay oneDNN's
+    cost per call. Both accumulate in float32 and round once. Which one runs depends only on
+    the call's shape and this CPU, so results repeat from run to run."""
     num_threads = lib.st_num_threads
     plans: list = []
 
     def gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, sa, sb, sc):
-        if alpha == 1 and (beta == 0 or beta == 1) and k > 0 and m > 0 and n > 0 and batch > 0:
+        if (alpha == 1 and (beta == 0 or beta == 1) and k > 0 and m > 0 and n > 0 and batch > 0
+                and batch * m * n * k >= ONEDNN_MIN_WORK):
             if not plans:
                 from . import onednn
 
@@ -254,9 +260,9 @@ def conv2d_plan(n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups, b
                 dtype: str = "float32"):
     """oneDNN's plan for a convolution of this geometry and dtype ("float32", "bfloat16" or
     "float16"; `backend/onednn.py`), or None when oneDNN is off, not installed, or not the
-    faster path here (conv2d then runs im2col and a matrix product). The choice is a fixed rule, so that a geometry always takes the same
-    path and results repeat from run to run: oneDNN for every geometry but unpadded 1x1
-    convolutions without groups.
+    faster path here (conv2d then runs im2col and a matrix product). The choice is a fixed
+    rule, so that a geometry always takes the same path and results repeat from run to run:
+    oneDNN for every geometry but unpadded 1x1 convolutions without groups.
 
     Example:
         >>> from singa_tensor.backend import cpu
