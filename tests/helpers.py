@@ -334,9 +334,42 @@ def _fake_cublas(cupy):
                 C[...] = al * prod + (be * C if be != 0 else 0)
         return gemm
 
+    def strided_batched_ex(handle, ta, tb, m, n, k, alpha, a, atype, lda, sa, b, btype, ldb, sb,
+                           beta, c, ctype, ldc, sc, batch, compute, algo):
+        # float32, float16 (2) and bfloat16 (14) operands, float32 scalars and accumulation
+        # (compute types 68 and 77; TF32 rounding of the inputs is not modelled)
+        if cupy.cuda.get_current_stream().ptr in cupy.capturing:
+            raise NotImplementedError("calling cuBLAS API during stream capture is "
+                                      "currently unsupported")
+        assert atype == btype == ctype and compute in (68, 77), (atype, compute)
+        calls.append((ta, tb, m, n, k, lda, ldb, ldc, batch, atype, compute))
+        al = np.frombuffer((ctypes.c_char * 4).from_address(alpha), np.float32, count=1)[0]
+        be = np.frombuffer((ctypes.c_char * 4).from_address(beta), np.float32, count=1)[0]
+        store = {0: np.float32, 2: np.float16, 14: np.uint16}[atype]
+        item = np.dtype(store).itemsize
+
+        def load(x):
+            if atype == 14:
+                return (x.astype(np.uint32) << 16).view(np.float32)
+            return x.astype(np.float32)
+
+        def round_to(v):
+            if atype != 14:
+                return v.astype(store)
+            bits = np.ascontiguousarray(v, np.float32).view(np.uint32)
+            return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+        for p in range(batch):
+            A = _host_matrix(a + p * sa * item, *((m, k) if ta == 0 else (k, m)), lda, store)
+            B = _host_matrix(b + p * sb * item, *((k, n) if tb == 0 else (n, k)), ldb, store)
+            C = _host_matrix(c + p * sc * item, m, n, ldc, store)
+            prod = (load(A) if ta == 0 else load(A).T) @ (load(B) if tb == 0 else load(B).T)
+            C[...] = round_to(al * prod + (be * load(C) if be != 0 else 0))
+
     return types.SimpleNamespace(
         sgemmStridedBatched=strided_batched(np.float32),
         dgemmStridedBatched=strided_batched(np.float64),
+        gemmStridedBatchedEx=strided_batched_ex,
         setPointerMode=lambda h, mode: None, CUBLAS_POINTER_MODE_HOST=0, calls=calls)
 
 

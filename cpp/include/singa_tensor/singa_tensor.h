@@ -201,6 +201,7 @@ ST_FLOAT_TYPES(ST_DECL_FLOAT_REDUCE, _)
                      T* c, int64_t ldc, int64_t batch, int64_t stride_a, int64_t stride_b,    \
                      int64_t stride_c ST_S);
 ST_NUM_TYPES(ST_DECL_GEMM, _)
+ST_HALF_TYPES(ST_DECL_GEMM, _)
 
 /* indexing along the middle axis; indices are validated (and wrapped) by Python.
  *   gather:       y[o, j, i] = x[o, idx[o, j, i], i]           (x: [outer, nx, inner])

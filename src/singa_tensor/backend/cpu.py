@@ -191,8 +191,50 @@ def pointer_array(ptrs):
 
 
 def kernel(symbol: str):
-    """The C function named symbol, or None if this backend has no such kernel."""
-    return getattr(lib, symbol, None)
+    """The C function named symbol, or None if this backend has no such kernel. The 16-bit
+    matrix products (st_gemm_bf16, st_gemm_f16) come wrapped: oneDNN first (`_half_gemm`)."""
+    fn = _wrapped.get(symbol)
+    if fn is not None:
+        return fn
+    fn = getattr(lib, symbol, None)
+    if fn is not None and symbol in _HALF_GEMMS:
+        fn = _wrapped[symbol] = _half_gemm(_HALF_GEMMS[symbol], fn)
+    return fn
+
+
+_HALF_GEMMS = {"st_gemm_bf16": "bfloat16", "st_gemm_f16": "float16"}
+_wrapped: dict = {}
+# Below this many multiply-adds (batch * m * n * k) a 16-bit product stays on the library's own
+# kernel: oneDNN's fixed cost per call (about 4 us through cffi's ABI mode) is more than the
+# product; measured crossing over near 48 x 48 x 48 on one thread (AVX512-BF16)
+ONEDNN_MIN_WORK = 1 << 17
+
+
+def _half_gemm(dtype: str, own):
+    """st_gemm of a 16-bit dtype through oneDNN's matmul where it has native code for this
+    call (alpha 1, beta 0 or 1, k > 0: what the ops send), else the library's own kernel
+    (operands widened for sgemm), which also takes the products too small to pay oneDNN's
+    cost per call. Both accumulate in float32 and round once. Which one runs depends only on
+    the call's shape and this CPU, so results repeat from run to run."""
+    num_threads = lib.st_num_threads
+    plans: list = []
+
+    def gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, sa, sb, sc):
+        if (alpha == 1 and (beta == 0 or beta == 1) and k > 0 and m > 0 and n > 0 and batch > 0
+                and batch * m * n * k >= ONEDNN_MIN_WORK):
+            if not plans:
+                from . import onednn
+
+                plans.append(onednn.matmul_plan)
+            plan = plans[0](dtype, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,
+                            beta == 1, num_threads())
+            if plan is not None:
+                plan.run(a, b, c)
+                return None
+        return own(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, sa, sb, sc)
+
+    gemm.__name__ = f"st_gemm_{dtype}"
+    return gemm
 
 
 def copy_symbol(dtype) -> str:
@@ -214,12 +256,13 @@ def set_num_threads(n: int) -> None:
 _onednn = None
 
 
-def conv2d_plan(n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups, bias: bool):
-    """oneDNN's plan for a float32 convolution of this geometry (`backend/onednn.py`), or None
-    when oneDNN is off, not installed, or not the faster path here (conv2d then runs im2col
-    and a matrix product). The choice is a fixed rule, so that a geometry always takes the same
-    path and results repeat from run to run: oneDNN for every geometry but unpadded 1x1
-    convolutions without groups.
+def conv2d_plan(n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups, bias: bool,
+                dtype: str = "float32"):
+    """oneDNN's plan for a convolution of this geometry and dtype ("float32", "bfloat16" or
+    "float16"; `backend/onednn.py`), or None when oneDNN is off, not installed, or not the
+    faster path here (conv2d then runs im2col and a matrix product). The choice is a fixed
+    rule, so that a geometry always takes the same path and results repeat from run to run:
+    oneDNN for every geometry but unpadded 1x1 convolutions without groups.
 
     Example:
         >>> from singa_tensor.backend import cpu
@@ -238,4 +281,4 @@ def conv2d_plan(n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups, b
     if _onednn is None:
         from . import onednn as _onednn
     return _onednn.conv2d_plan(n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups,
-                               bias, lib.st_num_threads())
+                               bias, lib.st_num_threads(), dtype)

@@ -1,6 +1,6 @@
 """The CUDA backend: device memory from CuPy's memory pool, the CUDA library's kernels (cffi API
 mode, the same C ABI as the CPU library plus a trailing stream) launched on CuPy's current
-stream, float matrix products through cuBLAS.
+stream, float matrix products (float16 and bfloat16 included) through cuBLAS.
 
 Importing this module raises ImportError when CuPy or the CUDA library is missing, which
 `backend.get` reports as "the cuda backend is not available". Shape and stride arrays passed
@@ -11,10 +11,10 @@ pointers are device pointers.
 from __future__ import annotations
 
 import cupy
-import numpy as np
 
 from .. import _execution
 from ..dtype import ALL as _DTYPES
+from . import cublas_gemm as _cublas_gemm
 from ._cuda_ffi import ffi, lib
 from .device import Device, as_device
 
@@ -22,11 +22,12 @@ name = "cuda"
 
 _runtime = cupy.cuda.runtime
 _PTR = {d.name: d.ctype + " *" for d in _DTYPES}
-_INT_MAX = (1 << 31) - 1
 _count: int | None = None
 # Kernels a CUDA graph cannot hold: nonzero waits for its count on the host, and CuPy's cuBLAS
 # wrappers refuse a capturing stream.
-_UNCAPTURABLE = frozenset({"st_nonzero_u8", "st_gemm_f32", "st_gemm_f64"})
+_UNCAPTURABLE = frozenset({"st_nonzero_u8", "st_gemm_f32", "st_gemm_f64", "st_gemm_f16",
+                           "st_gemm_bf16"})
+_BLAS_GEMMS = frozenset({"st_gemm_f32", "st_gemm_f64", "st_gemm_f16", "st_gemm_bf16"})
 
 
 def device_count() -> int:
@@ -189,7 +190,7 @@ class CudaBackend:
             raw = getattr(lib, symbol, None)
             if raw is None:
                 return None
-            if symbol in ("st_gemm_f32", "st_gemm_f64"):
+            if symbol in _BLAS_GEMMS:
                 raw = self._blas_gemm(symbol, raw)
             fn = self._kernels[symbol] = self._launcher(symbol, raw)
         return fn
@@ -241,36 +242,15 @@ class CudaBackend:
         return _Captured(graph, stream, self)
 
     def _blas_gemm(self, symbol: str, kernel):
-        """st_gemm through cuBLAS: row-major C = alpha op(A) op(B) + beta C is column-major
-        C^T = alpha op(B)^T op(A)^T + beta C^T, so the operands swap and each keeps its own
-        transpose flag and leading dimension. Shapes cuBLAS cannot take (k == 0, sizes past
-        int32) go to the library's own kernel."""
+        """st_gemm through cuBLAS (`cublas_gemm.py`: sgemm/dgemm, TF32 under
+        `st.backends.cuda.matmul.allow_tf32`, bfloat16/float16 on tensor cores with float32
+        accumulation); the library's own kernel where CuPy's cuBLAS is missing."""
         try:
             cublas, handle = _load_cublas()
         except ImportError:
             return kernel
-        f32 = symbol.endswith("f32")
-        blas = cublas.sgemmStridedBatched if f32 else cublas.dgemmStridedBatched
-        scalar = np.float32 if f32 else np.float64
-        host_mode = cublas.CUBLAS_POINTER_MODE_HOST
-
-        def gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, sa, sb, sc,
-                 stream):
-            if m <= 0 or n <= 0 or batch <= 0:
-                return None
-            if k <= 0 or max(m, n, k, lda, ldb, ldc, batch) > _INT_MAX:
-                return kernel(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, sa,
-                              sb, sc, stream)
-            al = np.array(alpha, dtype=scalar)
-            be = np.array(beta, dtype=scalar)
-            h = handle()
-            cublas.setPointerMode(h, host_mode)
-            blas(h, 1 if tb else 0, 1 if ta else 0, n, m, k, al.ctypes.data, _address(b),
-                 max(ldb, 1), sb, _address(a), max(lda, 1), sa, be.ctypes.data, _address(c),
-                 max(ldc, 1), sc, batch)
-            return None
-
-        return gemm
+        return _cublas_gemm.make_gemm(symbol.rsplit("_", 1)[1], kernel, cublas, handle,
+                                      _address)
 
     # ---- host and device copies -------------------------------------------------------------
     def transfer(self, x, device: Device):

@@ -1,5 +1,7 @@
-"""oneDNN convolutions for the CPU backend: float32 NCHW conv2d forward, backward-data and
-backward-weights (with the bias gradient), run by Intel's oneDNN library when it is installed.
+"""oneDNN for the CPU backend: NCHW conv2d forward, backward-data and backward-weights (with
+the bias gradient) in float32, bfloat16 or float16, and the matrix products of the two 16-bit
+floats (bfloat16 x bfloat16 -> bfloat16, accumulated in float32), run by Intel's oneDNN
+library when it is installed and has native code for them on this CPU.
 
 The library comes from PyPI (`pip install onednn-cpu-gomp`, in the `dev` and `demo` extras) and
 is loaded at run time through cffi's ABI mode: the build does not change, and without the
@@ -9,9 +11,9 @@ thread count `st.set_num_threads` sets (`omp_get_max_threads`), under the same
 `OMP_WAIT_POLICY`. A build on another threading runtime (TBB, SYCL) would bring a second pool
 that fights ours, so it is refused and the im2col path stays.
 
-oneDNN is off when the environment variable `SINGA_TENSOR_ONEDNN=0` is set at import, or while
-`st.backends.mkldnn.enabled` is False. `SINGA_TENSOR_ONEDNN_LIB` names a `libdnnl.so` to load
-instead of the packaged one.
+oneDNN (convolutions and matrix products) is off when the environment variable
+`SINGA_TENSOR_ONEDNN=0` is set at import, or while `st.backends.mkldnn.enabled` is False.
+`SINGA_TENSOR_ONEDNN_LIB` names a `libdnnl.so` to load instead of the packaged one.
 
 Each convolution geometry (shapes, stride, padding, dilation, groups, bias, thread count) gets
 one `Conv2d` plan, made on its first use and cached: its primitives are created once (oneDNN
@@ -19,6 +21,11 @@ chooses the memory format it computes in, usually a channel-blocked one), with r
 our NCHW buffers and that format. A plan's three entry points take raw buffer pointers only, so
 graph mode records and replays them like any kernel. `calls` counts how often each entry point
 ran, which tells which path a convolution took.
+
+A 16-bit matrix product (`matmul_plan`) gets one `Matmul` per call shape (sizes, transposes,
+leading dimensions, batch strides): oneDNN reads the operands where they lie through strided
+memory descriptors. Where oneDNN has only its reference code for a dtype (an AVX2 CPU has no
+bfloat16 or float16 arithmetic), there is no plan and the library's own kernel runs.
 
 Example:
     >>> from singa_tensor.backend import onednn
@@ -100,10 +107,25 @@ int dnnl_primitive_create(dnnl_primitive_t *primitive, const_dnnl_primitive_desc
 int dnnl_primitive_execute(const_dnnl_primitive_t primitive, dnnl_stream_t stream, int nargs,
     const dnnl_exec_arg_t *args);
 int dnnl_primitive_destroy(dnnl_primitive_t primitive);
+typedef struct dnnl_primitive_attr *dnnl_primitive_attr_t;
+typedef struct dnnl_post_ops *dnnl_post_ops_t;
+typedef const struct dnnl_post_ops *const_dnnl_post_ops_t;
+int dnnl_matmul_primitive_desc_create(dnnl_primitive_desc_t *pd, dnnl_engine_t engine,
+    const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t weights_desc,
+    const_dnnl_memory_desc_t bias_desc, const_dnnl_memory_desc_t dst_desc,
+    const_dnnl_primitive_attr_t attr);
+int dnnl_primitive_attr_create(dnnl_primitive_attr_t *attr);
+int dnnl_primitive_attr_destroy(dnnl_primitive_attr_t attr);
+int dnnl_primitive_attr_set_post_ops(dnnl_primitive_attr_t attr, const_dnnl_post_ops_t post_ops);
+int dnnl_post_ops_create(dnnl_post_ops_t *post_ops);
+int dnnl_post_ops_destroy(dnnl_post_ops_t post_ops);
+int dnnl_post_ops_append_sum(dnnl_post_ops_t post_ops, float scale, int32_t zero_point,
+    int data_type);
 """
 
 # enum values of the v3 C API (dnnl_types.h, dnnl_common_types.h, dnnl_config.h)
-_F32, _CPU, _STREAM_IN_ORDER, _FORMAT_ANY = 3, 1, 1, 1
+_F16, _BF16, _F32, _CPU, _STREAM_IN_ORDER, _FORMAT_ANY = 1, 2, 3, 1, 1, 1
+_DATA_TYPES = {"float32": _F32, "bfloat16": _BF16, "float16": _F16}
 _FORWARD_TRAINING, _CONVOLUTION_DIRECT = 64, 1
 _Q_IMPL_INFO, _Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_DST = (
     8, 129, 130, 131, 132, 133, 134)
@@ -123,6 +145,7 @@ _engine = _stream = None
 
 # how often each entry point ran (tests read it to see which path a convolution took)
 calls = {"forward": 0, "backward_data": 0, "backward_weights": 0}
+matmul_calls = {"run": 0}  # runs of Matmul plans
 
 
 class OnednnError(RuntimeError):
@@ -247,22 +270,27 @@ def _dims(values) -> object:
     return d
 
 
-def _plain_md(lib, shape):
-    """A descriptor of a contiguous row-major float32 buffer of shape."""
-    strides, n = [], 1
-    for s in reversed(shape):
-        strides.append(n)
-        n *= s
+def _strided_md(lib, shape, strides, dt: int):
+    """A descriptor of a buffer of data type dt with the given shape and element strides."""
     md = _ffi.new("dnnl_memory_desc_t *")
-    _check(lib.dnnl_memory_desc_create_with_strides(md, len(shape), _dims(shape), _F32,
-                                                    _dims(reversed(strides))),
+    _check(lib.dnnl_memory_desc_create_with_strides(md, len(shape), _dims(shape), dt,
+                                                    _dims(strides)),
            "dnnl_memory_desc_create_with_strides")
     return _ffi.gc(md[0], lib.dnnl_memory_desc_destroy)
 
 
-def _any_md(lib, shape):
+def _plain_md(lib, shape, dt: int = _F32):
+    """A descriptor of a contiguous row-major buffer of shape."""
+    strides, n = [], 1
+    for s in reversed(shape):
+        strides.append(n)
+        n *= s
+    return _strided_md(lib, shape, list(reversed(strides)), dt)
+
+
+def _any_md(lib, shape, dt: int = _F32):
     md = _ffi.new("dnnl_memory_desc_t *")
-    _check(lib.dnnl_memory_desc_create_with_tag(md, len(shape), _dims(shape), _F32, _FORMAT_ANY),
+    _check(lib.dnnl_memory_desc_create_with_tag(md, len(shape), _dims(shape), dt, _FORMAT_ANY),
            "dnnl_memory_desc_create_with_tag")
     return _ffi.gc(md[0], lib.dnnl_memory_desc_destroy)
 
@@ -328,15 +356,19 @@ class _Operand:
 
 
 class Conv2d:
-    """The oneDNN primitives of one float32 NCHW convolution geometry.
+    """The oneDNN primitives of one NCHW convolution geometry and dtype (float32, bfloat16 or
+    float16: every buffer, bias included, in that dtype; oneDNN accumulates in float32).
 
     `forward(x, w, b, y)`, `backward_data(gy, w, gx)` and `backward_weights(x, gy, gw, gb)`
     take buffer pointers (b, gb: NULL without a bias) of contiguous NCHW tensors, weights
-    (O, C/groups, kh, kw). Each direction's primitives are made on its first call."""
+    (O, C/groups, kh, kw). Each direction's primitives are made on its first call; for the
+    16-bit dtypes all three directions are checked when the plan is made, so that a geometry
+    oneDNN computes only by its reference code (or not at all) gets no plan."""
 
     def __init__(self, lib, n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups,
-                 bias: bool):
-        self.lib, self.bias, self.groups = lib, bias, groups
+                 bias: bool, dtype: str = "float32"):
+        self.lib, self.bias, self.groups, self.dtype = lib, bias, groups, dtype
+        dt = _DATA_TYPES[dtype]
         self.args = (n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups)
         self.src_shape, self.dst_shape = (n, c, h, w), (n, o, oh, ow)
         self.weight_shape = (o, c // groups, kh, kw)
@@ -346,8 +378,8 @@ class Conv2d:
         g = groups
         wshape = (o, c, kh, kw) if g == 1 else (g, o // g, c // g, kh, kw)
         self.shapes = {"src": (n, c, h, w), "wei": wshape, "dst": (n, o, oh, ow), "bias": (o,)}
-        self.plain = {k: _plain_md(lib, s) for k, s in self.shapes.items()}
-        self.any = {k: _any_md(lib, s) for k, s in self.shapes.items() if k != "bias"}
+        self.plain = {k: _plain_md(lib, s, dt) for k, s in self.shapes.items()}
+        self.any = {k: _any_md(lib, s, dt) for k, s in self.shapes.items() if k != "bias"}
         self._lock = threading.Lock()
         fwd = _ffi.new("dnnl_primitive_desc_t *")
         _check(lib.dnnl_convolution_forward_primitive_desc_create(
@@ -356,13 +388,20 @@ class Conv2d:
             *self.geometry, _ffi.NULL), "dnnl_convolution_forward_primitive_desc_create")
         self._fwd_pd = _ffi.gc(fwd[0], lib.dnnl_primitive_desc_destroy)
         self._fwd = self._bwd_data = self._bwd_weights = None
+        self._bwd_data_pd = self._bwd_weights_pd = None
         self.impl: dict[str, str] = {"forward": _impl_name(lib, self._fwd_pd)}
+        if dtype != "float32":
+            self._backward_data_pd()
+            self._backward_weights_pd()
+            if any(name.startswith("ref") for name in self.impl.values()):
+                # oneDNN's reference loops are far slower than im2col and the 16-bit GEMM
+                raise OnednnError(f"oneDNN: only reference code for a {dtype} convolution")
 
     def variant(self, bias: bool) -> Conv2d:
         """The plan of the same geometry with (True) or without (False) a bias."""
         if bias == self.bias:
             return self
-        plan = _plan(self.args, bias, self.threads)
+        plan = _plan(self.args, bias, self.threads, self.dtype)
         if plan is None:
             raise OnednnError(f"oneDNN: no convolution of {self.args} without a bias")
         return plan
@@ -411,16 +450,34 @@ class Conv2d:
         calls["forward"] += 1
         self._run(*self._fwd, (x, w, y, b) if self.bias else (x, w, y))
 
-    def backward_data(self, gy, w, gx) -> None:
-        if self._bwd_data is None:
+    def _backward_data_pd(self):
+        if self._bwd_data_pd is None:
             lib = self.lib
             pd = _ffi.new("dnnl_primitive_desc_t *")
             _check(lib.dnnl_convolution_backward_data_primitive_desc_create(
                 pd, _engine, _CONVOLUTION_DIRECT, self.any["src"], self.any["wei"],
                 self.any["dst"], *self.geometry, self._fwd_pd, _ffi.NULL),
                 "dnnl_convolution_backward_data_primitive_desc_create")
-            pd = _ffi.gc(pd[0], lib.dnnl_primitive_desc_destroy)
-            self.impl["backward_data"] = _impl_name(lib, pd)
+            self._bwd_data_pd = _ffi.gc(pd[0], lib.dnnl_primitive_desc_destroy)
+            self.impl["backward_data"] = _impl_name(lib, self._bwd_data_pd)
+        return self._bwd_data_pd
+
+    def _backward_weights_pd(self):
+        if self._bwd_weights_pd is None:
+            lib = self.lib
+            pd = _ffi.new("dnnl_primitive_desc_t *")
+            _check(lib.dnnl_convolution_backward_weights_primitive_desc_create(
+                pd, _engine, _CONVOLUTION_DIRECT, self.any["src"], self.any["wei"],
+                self.plain["bias"] if self.bias else _ffi.NULL, self.any["dst"],
+                *self.geometry, self._fwd_pd, _ffi.NULL),
+                "dnnl_convolution_backward_weights_primitive_desc_create")
+            self._bwd_weights_pd = _ffi.gc(pd[0], lib.dnnl_primitive_desc_destroy)
+            self.impl["backward_weights"] = _impl_name(lib, self._bwd_weights_pd)
+        return self._bwd_weights_pd
+
+    def backward_data(self, gy, w, gx) -> None:
+        if self._bwd_data is None:
+            pd = self._backward_data_pd()
             self._bwd_data = self._steps(pd, [(_Q_DIFF_DST, "dst", _ARG_DIFF_DST),
                                               (_Q_WEIGHTS, "wei", _ARG_WEIGHTS)],
                                          [(_Q_DIFF_SRC, "src", _ARG_DIFF_SRC)], [])
@@ -429,15 +486,7 @@ class Conv2d:
 
     def backward_weights(self, x, gy, gw, gb) -> None:
         if self._bwd_weights is None:
-            lib = self.lib
-            pd = _ffi.new("dnnl_primitive_desc_t *")
-            _check(lib.dnnl_convolution_backward_weights_primitive_desc_create(
-                pd, _engine, _CONVOLUTION_DIRECT, self.any["src"], self.any["wei"],
-                self.plain["bias"] if self.bias else _ffi.NULL, self.any["dst"],
-                *self.geometry, self._fwd_pd, _ffi.NULL),
-                "dnnl_convolution_backward_weights_primitive_desc_create")
-            pd = _ffi.gc(pd[0], lib.dnnl_primitive_desc_destroy)
-            self.impl["backward_weights"] = _impl_name(lib, pd)
+            pd = self._backward_weights_pd()
             extra = [_ARG_DIFF_BIAS] if self.bias else []
             self._bwd_weights = self._steps(pd, [(_Q_SRC, "src", _ARG_SRC),
                                                  (_Q_DIFF_DST, "dst", _ARG_DIFF_DST)],
@@ -452,9 +501,10 @@ _MAX_PLANS = 512
 
 
 def conv2d_plan(n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups, bias: bool,
-                threads: int) -> Conv2d | None:
-    """The cached plan of one float32 convolution geometry; None when oneDNN is off or not
-    installed, or declines the geometry (the im2col path then runs).
+                threads: int, dtype: str = "float32") -> Conv2d | None:
+    """The cached plan of one convolution geometry of dtype ("float32", "bfloat16" or
+    "float16"); None when oneDNN is off or not installed, or declines the geometry or dtype
+    (the im2col path then runs).
 
     Example:
         >>> from singa_tensor.backend import onednn
@@ -465,11 +515,12 @@ def conv2d_plan(n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups, b
     """
     if not _state["enabled"]:
         return None
-    return _plan((n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups), bias, threads)
+    return _plan((n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups), bias, threads,
+                 dtype)
 
 
-def _plan(args: tuple, bias: bool, threads: int) -> Conv2d | None:
-    key = (args, bias, threads)
+def _plan(args: tuple, bias: bool, threads: int, dtype: str = "float32") -> Conv2d | None:
+    key = (args, bias, threads, dtype)
     plan = _plans.get(key, False)
     if plan is not False:
         return plan
@@ -477,13 +528,107 @@ def _plan(args: tuple, bias: bool, threads: int) -> Conv2d | None:
     if lib is None:
         return None
     try:
-        plan = Conv2d(lib, *args, bias)
+        plan = Conv2d(lib, *args, bias, dtype)
         plan.threads = threads
     except OnednnError:  # a geometry no implementation takes: the im2col path
         plan = None
     if len(_plans) >= _MAX_PLANS:  # plans in use stay alive through their callers
         _plans.clear()
     _plans[key] = plan
+    return plan
+
+
+# ---- matrix products of the 16-bit floats -------------------------------------------------------
+
+
+class Matmul:
+    """oneDNN's matmul primitive for one st_gemm call shape of a 16-bit dtype: C[p] =
+    op(A[p]) @ op(B[p]) (+ C[p] when `accumulate`), all three in the dtype, accumulated in
+    float32 and rounded once. The operands are described where they lie, by their strides: a
+    transposed operand is a column-major matrix, a batch stride of 0 a batch dimension of 1
+    that oneDNN broadcasts, so nothing is copied. `run(a, b, c)` takes buffer pointers."""
+
+    def __init__(self, lib, dtype: str, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,
+                 accumulate: bool):
+        dt = _DATA_TYPES[dtype]
+
+        def desc(rows, cols, ld, trans, bstride):
+            strides = (1, ld) if trans else (ld, 1)
+            if batch == 1:
+                return _strided_md(lib, (rows, cols), strides, dt)
+            nb = 1 if bstride == 0 else batch
+            span = bstride or (cols if trans else rows) * ld
+            return _strided_md(lib, (nb, rows, cols), (span,) + strides, dt)
+
+        self.mds = (desc(m, k, lda, ta, sa), desc(k, n, ldb, tb, sb), desc(m, n, ldc, 0, sc))
+        attr = _ffi.NULL
+        if accumulate:  # C = A @ B + C: the sum post-op adds the old C in float32
+            ops = _ffi.new("dnnl_post_ops_t *")
+            _check(lib.dnnl_post_ops_create(ops), "dnnl_post_ops_create")
+            ops = _ffi.gc(ops[0], lib.dnnl_post_ops_destroy)
+            _check(lib.dnnl_post_ops_append_sum(ops, 1.0, 0, 0), "dnnl_post_ops_append_sum")
+            a = _ffi.new("dnnl_primitive_attr_t *")
+            _check(lib.dnnl_primitive_attr_create(a), "dnnl_primitive_attr_create")
+            attr = _ffi.gc(a[0], lib.dnnl_primitive_attr_destroy)
+            _check(lib.dnnl_primitive_attr_set_post_ops(attr, ops),
+                   "dnnl_primitive_attr_set_post_ops")
+        pd = _ffi.new("dnnl_primitive_desc_t *")
+        _check(lib.dnnl_matmul_primitive_desc_create(pd, _engine, self.mds[0], self.mds[1],
+                                                     _ffi.NULL, self.mds[2], attr),
+               "dnnl_matmul_primitive_desc_create")
+        pd = _ffi.gc(pd[0], lib.dnnl_primitive_desc_destroy)
+        self.impl = _impl_name(lib, pd)
+        if self.impl.startswith("ref"):
+            # oneDNN's reference loops (an ISA without native 16-bit arithmetic) are far
+            # slower than widening to float32 for sgemm
+            raise OnednnError(f"oneDNN: only reference code for a {dtype} matmul")
+        self.mems = [_memory(lib, md) for md in self.mds]
+        self.step = _Step(lib, pd, list(zip((_ARG_SRC, _ARG_WEIGHTS, _ARG_DST), self.mems)))
+        self.lib = lib
+        self._lock = threading.Lock()
+
+    def run(self, a, b, c) -> None:
+        lib, s = self.lib, self.step
+        matmul_calls["run"] += 1
+        with self._lock:
+            for m, p in zip(self.mems, (a, b, c)):
+                lib.dnnl_memory_set_data_handle(m, p)
+            _check(lib.dnnl_primitive_execute(s.prim, _stream, s.n, s.args),
+                   "dnnl_primitive_execute")
+            lib.dnnl_stream_wait(_stream)
+
+
+_matmuls: dict[tuple, Matmul | None] = {}
+
+
+def matmul_plan(dtype: str, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,
+                accumulate: bool, threads: int) -> Matmul | None:
+    """The cached oneDNN matmul for one st_gemm call of a "bfloat16" or "float16" product
+    (alpha 1, beta 0 or, with `accumulate`, 1); None when oneDNN is off, not installed, or has
+    only reference code for it on this CPU (then the library's own kernel runs).
+
+    Example:
+        >>> from singa_tensor.backend import onednn
+        >>> p = onednn.matmul_plan("bfloat16", 0, 0, 4, 5, 3, 3, 5, 5, 1, 0, 0, 0, False, 1)
+        >>> p is None or p.impl != ""
+        True
+    """
+    if not _state["enabled"]:
+        return None
+    key = (dtype, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc, accumulate, threads)
+    plan = _matmuls.get(key, False)
+    if plan is not False:
+        return plan
+    lib = _load()
+    if lib is None:
+        return None
+    try:
+        plan = Matmul(lib, dtype, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc, accumulate)
+    except OnednnError:
+        plan = None
+    if len(_matmuls) >= _MAX_PLANS:
+        _matmuls.clear()
+    _matmuls[key] = plan
     return plan
 
 
@@ -495,3 +640,4 @@ def clear_plans() -> None:
         >>> onednn.clear_plans()
     """
     _plans.clear()
+    _matmuls.clear()

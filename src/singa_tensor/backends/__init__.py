@@ -1,9 +1,10 @@
 """`st.backends`: PyTorch's namespace of backend flags, for scripts that set them.
 
-`backends.mkldnn.enabled` chooses whether CPU convolutions may run on oneDNN. The other flags
-are stored and read back, and change nothing else: singa_tensor uses no cuDNN, no TF32 matmul
-and no MPS, and its kernels already give the same result on every run for the same
-inputs and thread count. `backends.cudnn` (`enabled`, `benchmark`, `deterministic`,
+`backends.mkldnn.enabled` chooses whether CPU convolutions and bfloat16/float16 matrix products
+may run on oneDNN; `backends.cuda.matmul.allow_tf32` whether float32 matrix products on a GPU may
+run in TF32. The other flags are stored and read back, and change nothing else: singa_tensor
+uses no cuDNN and no MPS, and its kernels already give the same result on every run for the
+same inputs and thread count. `backends.cudnn` (`enabled`, `benchmark`, `deterministic`,
 `allow_tf32`), `backends.cuda.matmul.allow_tf32`, `backends.mps.is_available()` (False) and
 `st.use_deterministic_algorithms` accept what PyTorch accepts and validate it.
 
@@ -81,8 +82,9 @@ _PRECISIONS = ("highest", "high", "medium")
 
 def set_float32_matmul_precision(precision: str) -> None:
     """"highest", "high" or "medium"; anything but "highest" sets
-    `backends.cuda.matmul.allow_tf32`, as in PyTorch. Matmuls here always compute in full
-    float32 precision.
+    `backends.cuda.matmul.allow_tf32`, as in PyTorch: float32 matrix products on a GPU then run
+    in TF32 on tensor cores ("medium" too: no bfloat16 passes are used). CPU products compute
+    in full float32 precision either way.
 
     Example:
         >>> import singa_tensor as st

@@ -1,9 +1,14 @@
-"""`st.backends.cuda`: PyTorch's CUDA matmul flags (stored only) and `is_built()`.
+"""`st.backends.cuda`: PyTorch's CUDA matmul flags and `is_built()`.
 
-`matmul.allow_tf32` is False and `matmul.allow_fp16_reduced_precision_reduction` /
-`allow_bf16_reduced_precision_reduction` True, PyTorch's defaults; singa_tensor's matmuls
-compute in the full precision of their dtype whatever they say. An unknown attribute of
-`matmul` raises AttributeError, so a misspelt flag is not silently ignored.
+`matmul.allow_tf32` (False by default, as in PyTorch; `st.set_float32_matmul_precision("high")`
+or `"medium"` sets it) lets float32 matrix products on a GPU run on tensor cores in TF32: cuBLAS
+with CUBLAS_COMPUTE_32F_FAST_TF32, inputs rounded to a 10-bit mantissa, float32 accumulation.
+It is read at each product. bfloat16 and float16 products always run on tensor cores with
+float32 accumulation (CUBLAS_COMPUTE_32F); `matmul.allow_fp16_reduced_precision_reduction` /
+`allow_bf16_reduced_precision_reduction` (True, PyTorch's defaults) set to False keep cuBLAS's
+split-K partial sums of those products in float32 too. CPU products ignore all of them (they
+always accumulate in float32). An unknown attribute of `matmul` raises AttributeError, so a
+misspelt flag is not silently ignored.
 
 Example:
     >>> import singa_tensor as st

@@ -250,6 +250,10 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
         # matrix, so the product runs on it directly, without an im2col copy
         xs = x4 if stride == (1, 1) else x4[:, :, ::stride[0], ::stride[1]]
         cols = xs.reshape(n, c, oh * ow)
+    elif _no_half_kernel(x4, "im2col"):
+        # no 16-bit im2col on this backend: the columns are gathered in float32 (col2im, the
+        # gradient, then sums in float32) and the product stays 16-bit
+        cols = apply(Im2col, x4.float(), geo).to(x4.dtype)
     else:
         cols = apply(Im2col, x4, geo)  # (n, c*kh*kw, oh*ow)
     cols = cols.reshape(n, groups, cg * kh * kw, oh * ow)
@@ -257,6 +261,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
     out = (wm @ cols).reshape(n, o, oh, ow)
     if bias is not None:
         out = out + bias.reshape(1, o, 1, 1)
+        if out.dtype is not x4.dtype:  # the 16-bit result where the addition widened
+            out = out.to(x4.dtype)
     return out.squeeze(0) if squeeze else out
 
 
@@ -326,12 +332,22 @@ def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stri
     xm = x4.reshape(n, groups, c // groups, h * w)
     cols = (wm @ xm).reshape(n, o * kh * kw, h * w)
     geo = (kh, kw, stride[0], stride[1], ph, pw, dilation[0], dilation[1], h, w)
-    out = apply(Col2im, cols, geo, (n, o, hout, wout))
+    if _no_half_kernel(cols, "col2im"):  # the overlapping patches summed in float32
+        out = apply(Col2im, cols.float(), geo, (n, o, hout, wout)).to(cols.dtype)
+    else:
+        out = apply(Col2im, cols, geo, (n, o, hout, wout))
     if bias is not None:
         if bias.shape != (o,):
             raise ValueError(f"{op}: bias must have shape ({o},), got {bias.shape}")
         out = out + bias.reshape(1, o, 1, 1)
+        if out.dtype is not cols.dtype and bias.dtype is cols.dtype:
+            out = out.to(cols.dtype)  # the 16-bit result where the addition widened
     return out.squeeze(0) if squeeze else out
+
+
+def _no_half_kernel(x: Tensor, op: str) -> bool:
+    """Whether x is 16-bit and its backend has no 16-bit kernel st_<op>_<dtype>."""
+    return x.dtype.itemsize == 2 and x._be.kernel(f"st_{op}_{x.dtype.suffix}") is None
 
 
 # ---- pooling -------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """2-d convolution through a backend's convolution plan (the CPU backend's oneDNN primitives).
 
-`conv2d` asks the input's backend for a plan of its geometry (`conv2d_plan`; only float32 on
-the CPU with oneDNN installed and enabled has one) and, when it gets one, runs the three ops
+`conv2d` asks the input's backend for a plan of its geometry (`conv2d_plan`; only the CPU with
+oneDNN installed and enabled has one: float32, and bfloat16/float16 where oneDNN has native
+code for them) and, when it gets one, runs the three ops
 here instead of im2col and a matrix product. They form a closed set under differentiation: the
 gradients of a convolution are its backward-data and backward-weights, and theirs are
 convolutions and backward passes again, so gradients of any order stay on the plan.
@@ -21,12 +22,15 @@ def _launch(t: Tensor, fn, symbol: str):
     return ex.kernel(fn, symbol, t._be) if ex else fn
 
 
+_PLANNED = (_dt.float32, _dt.bfloat16, _dt.float16)
+
+
 def plan_for(x: Tensor, weight: Tensor, bias, geo: tuple, pads: tuple, groups: int):
     """The backend's plan for this convolution, or None (the im2col path runs). Export traces
     keep the im2col path, whose ops all have ONNX forms."""
-    if x.dtype is not _dt.float32 or weight._be is not x._be or not x.numel():
+    if x.dtype not in _PLANNED or weight._be is not x._be or not x.numel():
         return None
-    if bias is not None and (bias.dtype is not _dt.float32 or bias._be is not x._be):
+    if bias is not None and (bias.dtype is not x.dtype or bias._be is not x._be):
         return None
     find = getattr(x._be, "conv2d_plan", None)
     if find is None:
@@ -38,7 +42,7 @@ def plan_for(x: Tensor, weight: Tensor, bias, geo: tuple, pads: tuple, groups: i
     o = weight._shape[0]
     kh, kw, sh, sw, _, _, dh, dw, oh, ow = geo
     return find(n, c, h, w, o, kh, kw, oh, ow, (sh, sw), pads, (dh, dw), groups,
-                bias is not None)
+                bias is not None, x.dtype.name)
 
 
 def _out(like: Tensor, shape: tuple) -> Tensor:
@@ -55,7 +59,7 @@ class PlannedConv2d(OpSpec):
 
     name = "_planned_conv2d"
     onnx = None
-    dtypes = ("float32",)
+    dtypes = ("float32",)  # and bfloat16/float16 where the backend plans them
 
     @staticmethod
     def forward(ctx, x, weight, bias, plan):
@@ -91,7 +95,7 @@ class PlannedConv2dBackwardData(OpSpec):
 
     name = "_planned_conv2d_backward_data"
     onnx = None
-    dtypes = ("float32",)
+    dtypes = ("float32",)  # and bfloat16/float16 where the backend plans them
 
     @staticmethod
     def forward(ctx, g, weight, plan):
@@ -120,7 +124,7 @@ class PlannedConv2dBackwardWeights(OpSpec):
 
     name = "_planned_conv2d_backward_weights"
     onnx = None
-    dtypes = ("float32",)
+    dtypes = ("float32",)  # and bfloat16/float16 where the backend plans them
 
     @staticmethod
     def forward(ctx, x, g, plan):

@@ -2,10 +2,12 @@
 
 Each is traced as one op so that ONNX export writes the node a reader expects (Gemm with
 transB=1 or MatMul + Add, Gather on the weight) rather than the reshapes around it, which would
-bake the traced batch size into the graph. For float32/float64 tensors on one device, linear
-runs as one fused op (`_linear_fused`): the bias is the product's starting value and the weight
-is read transposed in place, so forward is one copy and one GEMM, and backward is two GEMMs and
-one row sum, with no transposes, reshapes or broadcast sums in the graph. nn.functional
+bake the traced batch size into the graph. For float32/float64/bfloat16/float16 tensors on one
+device, linear runs as one fused op (`_linear_fused`): the bias is the product's starting value
+and the weight is read transposed in place, so forward is one copy and one GEMM, and backward is
+two GEMMs and one row sum, with no transposes, reshapes or broadcast sums in the graph. The
+16-bit dtypes stay 16-bit throughout (output and gradients), each GEMM accumulating in float32
+and rounding once (the bias is added before that rounding). nn.functional
 re-exports them; they are not st.* names (PyTorch has none either).
 """
 
@@ -73,7 +75,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return matmul(input, t(weight))
 
 
-_FUSED_DTYPES = (_dt.float32, _dt.float64)
+_FUSED_DTYPES = (_dt.float32, _dt.float64, _dt.bfloat16, _dt.float16)
+_HALF = (_dt.bfloat16, _dt.float16)
 
 
 def _fusable(x: Tensor, w: Tensor, b: Tensor | None) -> bool:
@@ -145,7 +148,9 @@ class LinearFused(OpSpec):
             xc = contiguous(x)
             kernel(gc, "gemm")(1, 0, n, k, m, 1.0, ptr(gc), n, ptr(xc), k, 0.0, ptr(gw), k,
                                1, 0, 0, 0)
-        if need_b and ctx.has_bias:
+        if need_b and ctx.has_bias and g.dtype in _HALF:
+            gb = _sum(reshape(gc, m, n), 0)  # the reduction's own float32 accumulation
+        elif need_b and ctx.has_bias:
             gb = Tensor._empty((n,), g.dtype, g._device, g._be)
             kernel(gc, "sum")(ptr(gc), ptr(gb), 1, m, n)
         return gx, gw, gb

@@ -4,6 +4,10 @@ on it: mm, bmm, mv, dot, outer, addmm and einsum.
 Operands reach the kernel without a copy whenever BLAS can read them in place: a matrix whose
 rows or whose columns are contiguous (a transposed view is passed as a transpose flag), with
 batch dimensions that collapse to one stride (a broadcast operand has stride 0).
+
+bfloat16 and float16 products stay in their dtype: the backend's st_gemm_bf16/f16 (oneDNN or
+cuBLAS where they compute natively, else the operands widened for sgemm) accumulates in float32
+and rounds each result once, and gradients come out in the same dtype.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ from .reduce import sum as _sum
 
 
 def _check_operands(op: str, a, b) -> tuple:
-    """Validate two matrix-product operands and bring them to one kernel dtype; also returns the
-    dtype to cast the result back to (float16/bfloat16 compute in float32), or None."""
+    """Validate two matrix-product operands and bring them to one kernel dtype (the promoted
+    one: float16 with bfloat16 is float32). float16 and bfloat16 products run in their own
+    dtype, accumulated in float32 and rounded once."""
     for x, name in ((a, "first"), (b, "second")):
         if x.__class__ is not Tensor:
             raise TypeError(f"{op}: the {name} argument must be a Tensor, got {type(x).__name__}")
@@ -44,14 +49,11 @@ def _check_operands(op: str, a, b) -> tuple:
                             f"{b.shape}); cast to an integer or float dtype first")
     check_same_device(op, a, b)
     d = a.dtype if a.dtype is b.dtype else _dt.promote(a.dtype, b.dtype)
-    back = None
-    if d is _dt.float16 or d is _dt.bfloat16:
-        d, back = _dt.float32, d
     if a.dtype is not d:
         a = cast(a, d)
     if b.dtype is not d:
         b = cast(b, d)
-    return a, b, back
+    return a, b
 
 
 def _mismatch(op: str, sa: tuple, sb: tuple, ka: int, kb: int):
@@ -199,7 +201,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         >>> st.matmul(st.ones(5, 2, 3), st.ones(3)).shape
         (5, 2)
     """
-    a, b, back = _check_operands("matmul", a, b)
+    a, b = _check_operands("matmul", a, b)
     sa, sb = a._shape, b._shape
     if not sa or not sb:
         raise ValueError(f"matmul: both arguments need to be at least 1-D, but they are "
@@ -224,7 +226,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         if len(sb) == 1:
             shape = shape[:-1]
         out = reshape(out, *shape)
-    return cast(out, back) if back is not None else out
+    return out
 
 
 Matmul.fn = staticmethod(matmul)
@@ -320,17 +322,26 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: float = 1.0,
         >>> st.addmm(st.ones(2), st.eye(2), st.eye(2), alpha=2.0).tolist()
         [[3.0, 1.0], [1.0, 3.0]]
     """
-    out = mm(mat1, mat2)
+    prod = out = mm(mat1, mat2)
     if alpha != 1:
         out = mul(out, alpha)
     if beta == 0:
-        return out
+        return result_dtype(out, prod, prod)
     if input.__class__ is not Tensor:
         raise TypeError(f"addmm: input must be a Tensor, got {type(input).__name__}")
     if broadcast_shapes(input.shape, out.shape, op="addmm") != out.shape:
         raise ValueError(f"addmm: input of shape {input.shape} does not broadcast to the "
                          f"product's shape {out.shape}")
-    return add(out, input if beta == 1 else mul(input, beta))
+    return result_dtype(add(out, input if beta == 1 else mul(input, beta)), prod, input)
+
+
+def result_dtype(out: Tensor, product: Tensor, input: Tensor) -> Tensor:
+    """out (beta * input + alpha * product, composed) in the dtype the fused op has: the
+    promotion of input's and product's dtypes, so bfloat16 operands give bfloat16 even where the
+    elementwise steps computed in float32."""
+    want = product.dtype if product.dtype is input.dtype else _dt.promote(product.dtype,
+                                                                          input.dtype)
+    return out if out.dtype is want else cast(out, want)
 
 
 def _expect_dims(op: str, tensors: tuple, ndims: tuple, what: str) -> None:
@@ -624,7 +635,7 @@ def einsum(equation: str, *operands: Tensor) -> Tensor:
     order = [lx.index(lab) for lab in out_labels]
     if order != list(range(len(order))):
         x = permute(x, *order)
-    # sums widen int32 and half-precision products compute in float32; numpy keeps the dtype
+    # sums widen int32; numpy keeps the dtype
     return cast(x, result_dtype) if x.dtype is not result_dtype else x
 
 

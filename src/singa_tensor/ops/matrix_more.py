@@ -12,7 +12,7 @@ import numpy as np
 from ..tensor import Tensor
 from ._registry import broadcast_shapes, composite
 from .elementwise import add, mul
-from .linalg import bmm, mv, outer
+from .linalg import bmm, mv, outer, result_dtype
 from .reduce import sum as _sum
 
 
@@ -27,8 +27,8 @@ def _scaled_sum(op: str, input, product: Tensor, beta, alpha) -> Tensor:
         raise ValueError(f"{op}: input of shape {input.shape} does not broadcast to the "
                          f"product's shape {out.shape}")
     if beta == 0:
-        return out
-    return add(out, input if beta == 1 else mul(input, beta))
+        return result_dtype(out, product, product)
+    return result_dtype(add(out, input if beta == 1 else mul(input, beta)), product, input)
 
 
 def _rand(*shape, seed=7):
