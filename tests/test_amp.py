@@ -59,13 +59,12 @@ def test_products_run_in_the_low_dtype(name, dtype):
 
 LOSSES = {
     "cross_entropy": lambda x: F.cross_entropy(x, st.tensor([0, 1, 2, 0])),
-    "nll_loss": lambda x: F.nll_loss(F.log_softmax(x, 1), st.tensor([0, 1, 2, 0])),
+    "nll_loss": lambda x: F.nll_loss(x, st.tensor([0, 1, 2, 0])),
     "mse_loss": lambda x: F.mse_loss(x, st.zeros(4, 3)),
     "l1_loss": lambda x: F.l1_loss(x, st.zeros(4, 3)),
     "smooth_l1_loss": lambda x: F.smooth_l1_loss(x, st.zeros(4, 3)),
     "bce_with_logits": lambda x: F.binary_cross_entropy_with_logits(x, st.ones(4, 3) * 0.5),
-    "kl_div": lambda x: F.kl_div(F.log_softmax(x, 1), F.softmax(x, 1).detach(),
-                                 reduction="batchmean"),
+    "kl_div": lambda x: F.kl_div(x, st.full((4, 3), 1 / 3), reduction="batchmean"),
     "CrossEntropyLoss": lambda x: nn.CrossEntropyLoss()(x, st.tensor([0, 1, 2, 0])),
     "MSELoss": lambda x: nn.MSELoss()(x, st.zeros(4, 3)),
 }

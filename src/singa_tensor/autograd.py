@@ -249,6 +249,7 @@ class AccumulateGrad(Node):
     def __init__(self, leaf):
         self._leaf = weakref.ref(leaf)
         self.shape = leaf._shape
+        self.dtype = leaf.dtype
 
     @property
     def leaf(self):
@@ -462,16 +463,22 @@ def _materialize(node: Node, slot: list) -> list:
 
 
 def _match(g, nxt: Node, idx: int, producer: Node):
-    """Check a backward's output against the input it is for."""
+    """Check a backward's output against the input it is for; a floating gradient of another
+    floating dtype is converted to the input's (PyTorch's rule: a custom Function's backward
+    under autocast may return bfloat16 for a float32 input)."""
     if isinstance(nxt, AccumulateGrad):
-        shape = nxt.shape
+        shape, dtype = nxt.shape, nxt.dtype
     else:
-        shape = nxt._outputs_meta[idx][0]
+        shape, dtype = nxt._outputs_meta[idx][0], nxt._outputs_meta[idx][1]
     if g.shape != shape:
         raise RuntimeError(
             f"{producer.name} backward returned a gradient of shape {tuple(g.shape)} for an input "
             f"of shape {tuple(shape)}"
         )
+    if g.dtype is not dtype and g.dtype.is_floating_point and dtype.is_floating_point:
+        from .ops.layout import cast
+
+        return cast(g, dtype)
     return g
 
 

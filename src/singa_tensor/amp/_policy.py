@@ -13,11 +13,19 @@ from __future__ import annotations
 
 LOWER, FLOAT32, PROMOTE = "lower", "float32", "promote"
 
-# the specs that carry matrix products and convolutions, on both device types
+# the ops that carry matrix products and convolutions, on both device types: the specs every
+# product runs (so a product inside any composite is lowered), and the composites PyTorch's
+# lists name as wholes (so their other inputs, such as addmm's added matrix, are cast too)
 _PRODUCTS = (
     "matmul", "_linear_fused", "_planned_conv2d", "_recurrent_sequence", "_recurrent_matmul",
     "_lstm_cell", "_gru_cell", "_scaled_dot_product_attention_fused",
+    "linear", "mm", "bmm", "addmm", "baddbmm", "addbmm", "conv1d", "conv2d", "conv3d",
+    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu",
+    "scaled_dot_product_attention",
 )
+# CUDA lowers a few more (matrix-vector products, einsum, chained products)
+_CUDA_PRODUCTS = _PRODUCTS + ("addmv", "addr", "mv", "einsum", "chain_matmul",
+                              "linalg_multi_dot")
 
 # losses and the other functions whose results PyTorch computes in float32 on both devices
 LOSSES = (
@@ -44,7 +52,7 @@ _PROMOTE = ("cat", "stack", "addcmul", "addcdiv", "scatter_add", "index_put", "i
 CPU = {**{n: PROMOTE for n in _PROMOTE}, **{n: FLOAT32 for n in _CPU_FLOAT32},
        **{n: LOWER for n in _PRODUCTS}}
 CUDA = {**{n: PROMOTE for n in _PROMOTE}, **{n: FLOAT32 for n in _CUDA_FLOAT32},
-        **{n: LOWER for n in _PRODUCTS}}
+        **{n: LOWER for n in _CUDA_PRODUCTS}}
 
 BY_DEVICE = {"cpu": CPU, "cuda": CUDA}
 

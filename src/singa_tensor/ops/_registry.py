@@ -230,6 +230,25 @@ def apply(spec, *args, **attrs):
     return out
 
 
+def _autocast_args(name: str, args: tuple) -> tuple:
+    """A composite op's arguments as the autocast region of this thread casts them (amp/)."""
+    state = _execution.autocast_state()
+    return args if state is None else state.cast_args(REGISTRY[name], args)
+
+
+def _autocast_entry(name: str, fn: Callable) -> Callable:
+    """fn, with its arguments handed to the autocast region's casts first (while one is open:
+    PyTorch's autocast lists name composites such as addmm and conv2d as wholes)."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if _execution.autocast_count:
+            args = _autocast_args(name, args)
+        return fn(*args, **kwargs)
+
+    return run
+
+
 def traced(name: str):
     """Decorator for the public function of composite op `name`: while onnx export traces,
     the call becomes one node of the trace with the ops it runs as children, so it can export
@@ -240,6 +259,8 @@ def traced(name: str):
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
+            if _execution.autocast_count:
+                args = _autocast_args(name, args)
             ex = _execution.running_count and execution()
             if not ex or not ex.tracing:
                 return fn(*args, **kwargs)
@@ -281,7 +302,7 @@ def composite(name: str, reference: Callable, *, onnx: str | None = None, kind: 
     """
 
     def declare(fn: Callable) -> Callable:
-        public = traced(name)(fn) if onnx is not None else fn
+        public = traced(name)(fn) if onnx is not None else _autocast_entry(name, fn)
         if getattr(fn, "rounds_once", False):  # ops/_lowp.py: the 16-bit floats via float32
             dtypes_ = ("float16", "bfloat16", *dtypes)
         else:

@@ -635,8 +635,11 @@ def einsum(equation: str, *operands: Tensor) -> Tensor:
     order = [lx.index(lab) for lab in out_labels]
     if order != list(range(len(order))):
         x = permute(x, *order)
-    # sums widen int32; numpy keeps the dtype
-    return cast(x, result_dtype) if x.dtype is not result_dtype else x
+    # sums widen int32; numpy keeps the dtype (a float product keeps the dtype it ran in, which
+    # autocast may have lowered)
+    if x.dtype is not result_dtype and not result_dtype.is_floating_point:
+        return cast(x, result_dtype)
+    return x
 
 
 def _einsum_samples():
