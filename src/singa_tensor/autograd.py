@@ -476,9 +476,7 @@ def _match(g, nxt: Node, idx: int, producer: Node):
             f"of shape {tuple(shape)}"
         )
     if g.dtype is not dtype and g.dtype.is_floating_point and dtype.is_floating_point:
-        from .ops.layout import cast
-
-        return cast(g, dtype)
+        return g.to(dtype=dtype)
     return g
 
 
