@@ -335,6 +335,38 @@ def test_inplace_ops_keep_the_dtype_and_the_out_of_place_bits(dtype):
     assert _bits(t, dtype).tolist() == _bits(want, dtype).tolist()
 
 
+@pytest.mark.parametrize("dtype", list(LOW))
+def test_python_numbers_as_pytorch_applies_them(dtype):
+    # a product with (or a quotient by) a Python number keeps the number in float32; a sum
+    # or difference rounds it to the tensor's dtype first (PyTorch's CPU kernels)
+    rng = np.random.default_rng(5)
+    v = rng.standard_normal(4000).astype(np.float32)
+    t = _low(v, dtype)
+    f = to_numpy(t.float())
+    for s in (0.1, 0.7, 3.3, -1e-3, 7):
+        rounded = float(to_numpy(_low(np.array([s]), dtype).float())[0])
+        cases = [
+            ("x * s", t * s, f * np.float32(s)),
+            ("s * x", s * t, f * np.float32(s)),
+            ("x / s", t / s, f * np.float32(1.0 / s)),
+            ("x + s", t + s, f + np.float32(rounded)),
+            ("x - s", t - s, f - np.float32(rounded)),
+            ("mul_", t.clone().mul_(s), f * np.float32(s)),
+            ("add_", t.clone().add_(s), f + np.float32(rounded)),
+            ("div_", t.clone().div_(s), f * np.float32(1.0 / s)),
+        ]
+        for name, got, want in cases:
+            assert got.dtype is LOW[dtype], name
+            want_bits = _bits(st.tensor(want.astype(np.float32)).to(LOW[dtype]), dtype)
+            assert _bits(got, dtype).tolist() == want_bits.tolist(), (name, s)
+    x = _low(v[:5], dtype).requires_grad_()
+    (x * 0.1).sum().backward()
+    assert x.grad.dtype is LOW[dtype]
+    np.testing.assert_array_equal(to_numpy(x.grad.float()),
+                                  to_numpy(st.full((5,), 0.1).to(LOW[dtype]).float()))
+    assert (t / 0.0).float().isinf().all().item()  # a zero divisor takes the plain path
+
+
 # ---- composites, random fills, ranges -----------------------------------------------------------
 
 

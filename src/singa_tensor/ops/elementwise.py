@@ -558,6 +558,55 @@ def _run_binary(a: Tensor, b: Tensor, op: str, out_dtype=None) -> Tensor:
     return out
 
 
+@register
+class ScaleHalf(OpSpec):
+    """x * s for a float16/bfloat16 x and a Python number s, with s kept in float32 as
+    PyTorch keeps it (mul and true division by a number: the number is not rounded to the
+    16-bit format first; x / s runs as x * (1 / s))."""
+
+    name = "_scale_half"
+    dtypes = ("float16", "bfloat16")
+
+    @staticmethod
+    def forward(ctx, x, s):
+        ctx.s = s
+        return _run_unary(x, "affine", s, -0.0)  # s * x + (-0.0): the product, bit for bit
+
+    @staticmethod
+    def backward(ctx, g):
+        return (_scale_half(g, ctx.s) if g.dtype in _LOW else g * ctx.s), None
+
+    @staticmethod
+    def reference(x, s):
+        return x * s
+
+    @classmethod
+    def onnx_export(cls, b, args, attrs, outs):
+        x, s = args
+        b.node("Mul", [b.value(x), b.scalar(s, x)], outputs=outs)
+
+
+def _scale_half(x: Tensor, s: float) -> Tensor:
+    return apply(ScaleHalf, x, s)
+
+
+ScaleHalf.fn = staticmethod(_scale_half)
+
+
+def _half_scale_operands(op: str, a, b):
+    """(tensor, factor) when op (mul or div) has a float16/bfloat16 tensor and a Python number
+    that PyTorch applies in float32; None otherwise."""
+    if a.__class__ is Tensor and b.__class__ in (int, float) and a.dtype in _LOW:
+        if op == "mul":
+            return a, float(b)
+        if b != 0 and math.isfinite(b):
+            return a, 1.0 / float(b)
+        return None
+    if op == "mul" and b.__class__ is Tensor and a.__class__ in (int, float) and b.dtype in _LOW:
+        return b, float(a)
+    return None
+
+
 def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=False,
               differentiable=True, domain=(-3.0, 3.0), b_domain=None, dtypes=None,
               grad_domain=None, doc="", saves="abo", method=False, reflected=(),
@@ -627,9 +676,14 @@ def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=Fal
             if _ag._mode.enabled and (a.requires_grad or b.requires_grad) and Spec.differentiable:
                 _ag.record(Spec, ctx, (a, b), out)
             return out
+        if half_scalar:
+            pair = _half_scale_operands(name, a, b)
+            if pair is not None:
+                return _scale_half(*pair)
         a, b = _operands(name, a, b, float_only)
         return apply(Spec, a, b)
 
+    half_scalar = name in ("mul", "div")
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc or (
         f"Elementwise {name} with numpy broadcasting.\n\n    Example:\n"

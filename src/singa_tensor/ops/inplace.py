@@ -151,10 +151,12 @@ def inplace_binary(x: Tensor, other, fn, op: str) -> Tensor:
         if (x._contig and op in _AFFINE_SCALAR and other.__class__ in (int, float)
                 and x.dtype in _KERNEL_DTYPES):
             # x * s or x + s with a Python number: the affine kernel a * x + b in place, with
-            # the number rounded to x's dtype as the out-of-place op rounds it. b = -0.0 or
-            # a = 1 keeps the result bit for bit that of the plain product or sum (-0.0 is the
-            # additive identity that also keeps a product's negative zero)
-            v = float(other) if x.dtype.itemsize > 2 else _rounded(float(other), x.dtype)
+            # the number as the out-of-place op takes it (a 16-bit x's sum rounds it to x's
+            # dtype, its product keeps it in float32, as PyTorch does). b = -0.0 or a = 1 keeps
+            # the result bit for bit that of the plain product or sum (-0.0 is the additive
+            # identity that also keeps a product's negative zero)
+            v = (float(other) if x.dtype.itemsize > 2 or op == "mul_"
+                 else _rounded(float(other), x.dtype))
             a, b = (v, -0.0) if op == "mul_" else (1.0, v if op == "add_" else -v)
             kernel(x, "affine")(ptr(x), ptr(x), x.numel(), a, b)
             x._storage.version += 1
