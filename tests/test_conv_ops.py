@@ -206,3 +206,11 @@ def test_pointwise_conv_direct_path_matches_im2col_reference(stride, groups):
     xt = as_tensor(x[:1, :, :3, :4].copy(), requires_grad=True)
     wt = as_tensor(w, requires_grad=True)
     assert gradcheck(lambda a, k: st.conv2d(a, k, stride=stride, groups=groups), (xt, wt))
+
+
+def test_conv_transpose_bias_must_be_a_tensor():
+    x, w = st.randn(1, 2, 4, 4), st.randn(2, 3, 3, 3)
+    with pytest.raises(TypeError, match="conv_transpose2d.*bias"):
+        st.nn.functional.conv_transpose2d(x, w, [0.0, 0.0, 0.0])
+    with pytest.raises(TypeError, match="conv_transpose1d.*bias"):
+        st.nn.functional.conv_transpose1d(st.randn(1, 2, 4), st.randn(2, 3, 3), [0.0, 0.0, 0.0])

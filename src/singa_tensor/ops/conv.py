@@ -337,6 +337,7 @@ def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stri
     else:
         out = apply(Col2im, cols, geo, (n, o, hout, wout))
     if bias is not None:
+        expect_tensor(op, bias, "bias")
         if bias.shape != (o,):
             raise ValueError(f"{op}: bias must have shape ({o},), got {bias.shape}")
         out = out + bias.reshape(1, o, 1, 1)

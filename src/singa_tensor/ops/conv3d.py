@@ -233,6 +233,8 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
     op = "conv_transpose1d"
     x, added = _spatial(op, input, 1)
     expect_tensor(op, weight, "weight")
+    if bias is not None:
+        expect_tensor(op, bias, "bias")
     if weight.ndim != 3:
         raise ValueError(f"{op}: weight must be 3-d (in, out/groups, k), got {weight.shape}")
     (s,), (p,) = _tuple(op, stride, 1, "stride"), _tuple(op, padding, 1, "padding")
