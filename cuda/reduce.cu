@@ -905,3 +905,62 @@ ST_NUM_TYPES(ST_CU_SCAN_T, _)
 ST_FLOAT_TYPES(ST_CU_FLOAT_REDUCE, _)
 
 }  // extern "C"
+
+// ---- float16 / bfloat16: through float32 scratch (half.cuh) ----------------------------------
+#include "half.cuh"
+
+extern "C" {
+
+// CALL (a float32 kernel reading xf_.p, writing yf_.p) on a widened copy of x, its ny results
+// rounded into y
+#define ST_CUDA_HALF_LINES(sfx, ny, CALL)                                                          \
+  const int64_t nx_ = outer * n * inner, ny_ = (ny);                                               \
+  st::cuda::Widened<ST_TAG_##sfx> xf_(x, nx_, stream);                                             \
+  st::cuda::FloatScratch yf_(ny_, stream);                                                         \
+  if (!xf_.ok() || !yf_.ok()) return;                                                              \
+  CALL;                                                                                            \
+  st::cuda::narrow<ST_TAG_##sfx>(yf_.p, y, ny_, stream);
+
+#define ST_CUDA_DEF_REDUCE_HALF(op, sfx, T)                                                        \
+  void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,                  \
+                       void* stream) {                                                             \
+    ST_CUDA_HALF_LINES(sfx, outer * inner,                                                         \
+                       st_##op##_f32(xf_.p, yf_.p, outer, n, inner, stream))                       \
+  }
+#define ST_CUDA_DEF_REDUCE_HALF_T(sfx, T, _) ST_REDUCE_OPS(ST_CUDA_DEF_REDUCE_HALF, sfx, T)
+ST_HALF_TYPES(ST_CUDA_DEF_REDUCE_HALF_T, _)
+
+#define ST_CUDA_DEF_SHAPED_HALF(op, sfx, T)                                                        \
+  void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,                  \
+                       void* stream) {                                                             \
+    ST_CUDA_HALF_LINES(sfx, outer * n * inner,                                                     \
+                       st_##op##_f32(xf_.p, yf_.p, outer, n, inner, stream))                       \
+  }
+#define ST_CUDA_DEF_SCAN_FLOAT_HALF_T(sfx, T, _) ST_SCAN_FLOAT_OPS(ST_CUDA_DEF_SHAPED_HALF, sfx, T)
+ST_HALF_TYPES(ST_CUDA_DEF_SCAN_FLOAT_HALF_T, _)
+#define ST_CUDA_DEF_SCAN_HALF_T(sfx, T, _) ST_SCAN_OPS(ST_CUDA_DEF_SHAPED_HALF, sfx, T)
+ST_HALF_TYPES(ST_CUDA_DEF_SCAN_HALF_T, _)
+
+#define ST_CUDA_DEF_ARG_HALF(op, sfx, T)                                                           \
+  void st_##op##_##sfx(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner,            \
+                       void* stream) {                                                             \
+    st::cuda::Widened<ST_TAG_##sfx> xf(x, outer * n * inner, stream);                              \
+    if (xf.ok()) st_##op##_f32(xf.p, y, outer, n, inner, stream);                                  \
+  }
+#define ST_CUDA_DEF_ARG_HALF_T(sfx, T, _) ST_ARG_REDUCE_OPS(ST_CUDA_DEF_ARG_HALF, sfx, T)
+ST_HALF_TYPES(ST_CUDA_DEF_ARG_HALF_T, _)
+
+#define ST_CUDA_DEF_FLOAT_REDUCE_HALF(sfx, T, _)                                                   \
+  void st_logsumexp_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,               \
+                          void* stream) {                                                          \
+    ST_CUDA_HALF_LINES(sfx, outer * inner,                                                         \
+                       st_logsumexp_f32(xf_.p, yf_.p, outer, n, inner, stream))                    \
+  }                                                                                                \
+  void st_var_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, double corr,        \
+                    void* stream) {                                                                \
+    ST_CUDA_HALF_LINES(sfx, outer * inner,                                                         \
+                       st_var_f32(xf_.p, yf_.p, outer, n, inner, corr, stream))                    \
+  }
+ST_HALF_TYPES(ST_CUDA_DEF_FLOAT_REDUCE_HALF, _)
+
+}  // extern "C"
