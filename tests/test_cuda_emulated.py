@@ -36,6 +36,7 @@ SUITES = [
     "tests/test_linalg_ops.py",
     "tests/test_linear_fused.py",
     "tests/test_losses.py",
+    "tests/test_lowp_reduce.py",
     "tests/test_op_registry.py",
     "tests/test_reduce_ops.py",
     "tests/test_reduce_speed_paths.py",

@@ -57,6 +57,15 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     for t, name in ((running_mean, "running_mean"), (running_var, "running_var"),
                     (weight, "weight"), (bias, "bias")):
         _check_affine(op, t, (c,), name)
+    if x.dtype in (_dt.float16, _dt.bfloat16):
+        # statistics and normalisation in float32 (as PyTorch keeps them for 16-bit inputs),
+        # the result rounded once to x's dtype; the running statistics keep their own dtype
+        def f32(t):
+            return None if t is None else cast(t, _dt.float32)
+
+        out = batch_norm(f32(x), running_mean, running_var, f32(weight), f32(bias), training,
+                         momentum, eps)
+        return cast(out, x.dtype)
     dims = (0,) + tuple(range(2, x.ndim))
     shape = (1, c) + (1,) * (x.ndim - 2)
     use_batch = training or running_mean is None or running_var is None
