@@ -246,6 +246,50 @@ def test_layer_batch_group_norm(dtype):
 
 
 @pytest.mark.parametrize("dtype", LOW, ids=IDS)
+@pytest.mark.parametrize("name,shape", [("layer_norm", (1500, 120)),
+                                        ("batch_norm", (40, 6, 30, 30)),
+                                        ("group_norm", (30, 6, 40, 30))])
+def test_norms_over_several_chunks_with_affine_gradients(name, shape, dtype):
+    # more elements than one float32 chunk of the kernels: statistics and the weight and bias
+    # gradients sum across chunks
+    c = shape[-1] if name == "layer_norm" else shape[1]
+    x = low(_normal(*shape) * 2.0 + 0.5, dtype, requires_grad=True)
+    w, b = low(_normal(c), dtype, requires_grad=True), low(_normal(c), dtype, requires_grad=True)
+    xf, wf, bf = (widened(t, requires_grad=True) for t in (x, w, b))
+
+    def run(t, w, b):
+        if name == "layer_norm":
+            return F.layer_norm(t, (c,), w, b)
+        if name == "batch_norm":
+            return F.batch_norm(t, None, None, w, b, training=True)
+        return F.group_norm(t, 2, w, b)
+
+    y, yf = run(x, w, b), run(xf, wf, bf)
+    assert_rounded_once(y, yf, dtype, msg=name)
+    seed = low(_normal(*shape), dtype)
+    y.backward(seed)
+    yf.backward(seed.float())
+    for t, tf, what in ((x, xf, "input"), (w, wf, "weight"), (b, bf, "bias")):
+        assert t.grad.dtype is dtype, what
+        # sums over the batch of products rounded once in float32, then once to 16 bits;
+        # the input gradient cancels (mean subtracted), so relative to the largest element
+        assert_close_to_scale(t.grad, tf.grad, dtype, 2.0, msg=f"{name} {what} grad")
+
+
+@pytest.mark.parametrize("dtype", LOW, ids=IDS)
+def test_batch_norm_statistics_of_16_bit_inputs_are_float32(dtype):
+    from singa_tensor.ops.norm import BatchNormTrain
+
+    x = low(_normal(5, 3, 4) * 3.0 + 100.0, dtype)
+    stats: list = []
+    y = BatchNormTrain.fn(x, None, None, 1e-5, stats)
+    assert y.dtype is dtype and [s.dtype for s in stats] == [st.float32, st.float32]
+    xf = to_numpy(widened(x)).astype(np.float64)
+    np.testing.assert_allclose(to_numpy(stats[0]), xf.mean((0, 2)), rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(stats[1]), xf.var((0, 2)), rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", LOW, ids=IDS)
 def test_batch_norm_running_statistics_and_eval(dtype):
     x = low(_normal(8, 3, 4) + 2.0, dtype)
     rm, rv = st.zeros(3, device=DEVICE), st.ones(3, device=DEVICE)

@@ -333,6 +333,31 @@ ST_FLOAT_TYPES(ST_DECL_BNORM, _)
                                     int64_t batch, int64_t channels, int64_t groups,           \
                                     int64_t inner ST_S);
 ST_FLOAT_TYPES(ST_DECL_LNORM, _)
+/* float16/bfloat16: x, y, weight, bias and the gradients in the 16-bit dtype, the statistics
+ * (mean, var, rstd) float32 */
+#define ST_DECL_NORM_HALF(sfx, T, _)                                                           \
+  void st_batch_norm_stats_##sfx(const T* x, float* mean, float* var, int64_t outer, int64_t c, \
+                                 int64_t inner ST_S);                                          \
+  void st_batch_norm_apply_##sfx(const T* x, const float* mean, const float* var,              \
+                                 const T* weight, const T* bias, T* y, int64_t outer,          \
+                                 int64_t c, int64_t inner, double eps ST_S);                   \
+  void st_batch_norm_backward_##sfx(const T* x, const T* dy, const float* mean,                \
+                                    const float* var, const T* weight, T* dx, T* dweight,      \
+                                    T* dbias, int64_t outer, int64_t c, int64_t inner,         \
+                                    double eps ST_S);                                          \
+  void st_layer_norm_##sfx(const T* x, const T* weight, const T* bias, T* y, float* mean,      \
+                           float* rstd, int64_t rows, int64_t n, double eps ST_S);             \
+  void st_layer_norm_backward_##sfx(const T* x, const T* dy, const float* mean,                \
+                                    const float* rstd, const T* weight, T* dx, T* dweight,     \
+                                    T* dbias, int64_t rows, int64_t n ST_S);                   \
+  void st_group_norm_##sfx(const T* x, const T* weight, const T* bias, T* y, float* mean,      \
+                           float* rstd, int64_t batch, int64_t channels, int64_t groups,       \
+                           int64_t inner, double eps ST_S);                                    \
+  void st_group_norm_backward_##sfx(const T* x, const T* dy, const float* mean,                \
+                                    const float* rstd, const T* weight, T* dx, T* dweight,     \
+                                    T* dbias, int64_t batch, int64_t channels, int64_t groups, \
+                                    int64_t inner ST_S);
+ST_HALF_TYPES(ST_DECL_NORM_HALF, _)
 
 /* Softmax cross entropy over the rows of x[rows, c] with class-index targets, per row:
  *   loss[r] = -(1 - s) w[t] logp[r, t] - s / c * sum_j w[j] logp[r, j]
