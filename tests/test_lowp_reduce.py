@@ -97,7 +97,8 @@ def _normal(*shape, scale=1.0):
 # (shape, dim): one row, rows, a middle axis (tiles), several dims, a long row split across
 # threads and blocks, many small lines grouped into chunks
 SHAPES = [((7,), None), ((5, 9), 1), ((4, 6, 3), 1), ((3, 4, 5), (0, 2)), ((3, 5), 0),
-          ((70000,), None), ((300, 70), 1), ((2, 33000), 1), ((1000, 5, 3), 1)]
+          ((70000,), None), ((300, 70), 1), ((2, 33000), 1), ((1000, 5, 3), 1),
+          ((20000, 5), 0), ((3, 9000, 4), 1)]
 
 
 @pytest.mark.parametrize("dtype", LOW, ids=IDS)

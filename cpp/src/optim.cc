@@ -68,18 +68,25 @@ template <class Tag>
 void sgd_half(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, double lr, double mom,
               double damp, double wd, bool nesterov, bool maximize, bool first) {
   const float a = float(lr), b = float(mom), c = float(1 - damp), d = float(wd);
+  // one loop per case, without branches on the data, so that the loops vectorise
   parallel_for(n, 1, [&](int64_t s, int64_t e) {
-    for (int64_t i = s; i < e; ++i) {
-      float pi = cast_load<Tag>(p[i]);
-      if (buf == nullptr) {
+    if (buf == nullptr) {
+#pragma omp simd
+      for (int64_t i = s; i < e; ++i) {
+        float pi = cast_load<Tag>(p[i]);
         sgd_element(pi, cast_load<Tag>(g[i]), static_cast<float*>(nullptr), a, b, c, d,
                     nesterov, maximize, first);
-      } else {
+        p[i] = cast_store<Tag>(pi);
+      }
+    } else {
+#pragma omp simd
+      for (int64_t i = s; i < e; ++i) {
+        float pi = cast_load<Tag>(p[i]);
         float bi = first ? 0.0f : cast_load<Tag>(buf[i]);
         sgd_element(pi, cast_load<Tag>(g[i]), &bi, a, b, c, d, nesterov, maximize, first);
         buf[i] = cast_store<Tag>(bi);
+        p[i] = cast_store<Tag>(pi);
       }
-      p[i] = cast_store<Tag>(pi);
     }
   });
 }
@@ -93,15 +100,28 @@ void adam_half(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v, uint16_
   const float shrink = decoupled ? float(1 - lr * wd) : 1.0f;
   const float step = float(lr / bias1), sqrt_bias2 = float(std::sqrt(bias2));
   parallel_for(n, 4, [&](int64_t s, int64_t e) {
-    for (int64_t i = s; i < e; ++i) {
-      float pi = cast_load<Tag>(p[i]), mi = cast_load<Tag>(m[i]), vi = cast_load<Tag>(v[i]);
-      float xi = vmax ? cast_load<Tag>(vmax[i]) : 0.0f;
-      adam_element(pi, cast_load<Tag>(g[i]), mi, vi, vmax ? &xi : nullptr, tb1, tb2, c1, c2, te,
-                   l2, shrink, step, sqrt_bias2, maximize);
-      p[i] = cast_store<Tag>(pi);
-      m[i] = cast_store<Tag>(mi);
-      v[i] = cast_store<Tag>(vi);
-      if (vmax) vmax[i] = cast_store<Tag>(xi);
+    if (vmax == nullptr) {
+#pragma omp simd
+      for (int64_t i = s; i < e; ++i) {
+        float pi = cast_load<Tag>(p[i]), mi = cast_load<Tag>(m[i]), vi = cast_load<Tag>(v[i]);
+        adam_element(pi, cast_load<Tag>(g[i]), mi, vi, static_cast<float*>(nullptr), tb1, tb2,
+                     c1, c2, te, l2, shrink, step, sqrt_bias2, maximize);
+        p[i] = cast_store<Tag>(pi);
+        m[i] = cast_store<Tag>(mi);
+        v[i] = cast_store<Tag>(vi);
+      }
+    } else {
+#pragma omp simd
+      for (int64_t i = s; i < e; ++i) {
+        float pi = cast_load<Tag>(p[i]), mi = cast_load<Tag>(m[i]), vi = cast_load<Tag>(v[i]);
+        float xi = cast_load<Tag>(vmax[i]);
+        adam_element(pi, cast_load<Tag>(g[i]), mi, vi, &xi, tb1, tb2, c1, c2, te, l2, shrink,
+                     step, sqrt_bias2, maximize);
+        p[i] = cast_store<Tag>(pi);
+        m[i] = cast_store<Tag>(mi);
+        v[i] = cast_store<Tag>(vi);
+        vmax[i] = cast_store<Tag>(xi);
+      }
     }
   });
 }

@@ -585,10 +585,37 @@ uint16_t long_row_half(const uint16_t* x, int64_t n) {
   return cast_store<Tag>(split_row(n, init, part, [](A a, A b) { return Op::step(a, b); }));
 }
 
+// lines along a non-last axis whose slabs are larger than a chunk (a sum over the batch):
+// the tiles of reduce() above, each row of a tile loaded into float32 as it is read, so that
+// no float32 copy of the slab is made
+template <class Tag, class Op>
+void reduce_tiles_half(const uint16_t* x, uint16_t* y, int64_t outer, int64_t n,
+                       int64_t inner) {
+  using A = TileAcc<float, Op>;
+  for_each_tile(outer, n, inner, [&](int64_t o, int64_t i0, int64_t i1) {
+    const int64_t w = i1 - i0;
+    const uint16_t* base = x + o * n * inner + i0;
+    A acc[kTile];
+    float row[kTile];
+    for (int64_t i = 0; i < w; ++i) acc[i] = A(Op::template init<float>());
+    for (int64_t k = 0; k < n; ++k) {
+      widen<Tag>(base + k * inner, row, w);
+#pragma omp simd
+      for (int64_t i = 0; i < w; ++i) acc[i] = Op::step(acc[i], A(row[i]));
+    }
+    uint16_t* yo = y + o * inner + i0;
+    for (int64_t i = 0; i < w; ++i) yo[i] = cast_store<Tag>(float(acc[i]));
+  });
+}
+
 template <class Tag, class Op>
 void reduce_half(const uint16_t* x, uint16_t* y, int64_t outer, int64_t n, int64_t inner) {
   if (inner == 1 && is_long_row(outer, n)) {
     y[0] = long_row_half<Tag, Op>(x, n);
+    return;
+  }
+  if (inner > 1 && n * inner > kHalfChunk) {
+    reduce_tiles_half<Tag, Op>(x, y, outer, n, inner);
     return;
   }
   by_float_slabs<Tag>(x, outer, n * inner, [&](const float* xf, int64_t o0, int64_t cnt) {

@@ -184,7 +184,9 @@ def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     n = 1
     for d in dims:
         n *= x._shape[d]
-    return as_dtype(sum(x, dims, keepdim) * (1.0 / n if n else float("nan")), x.dtype)
+    # a 16-bit sum is scaled in float32 (the reduced result only): 1 / n rounded to 16 bits
+    # would be off by up to 1/2 ulp of float16, or a subnormal
+    return as_dtype(in_float(sum(x, dims, keepdim)) * (1.0 / n if n else float("nan")), x.dtype)
 
 
 @register
