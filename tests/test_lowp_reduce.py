@@ -14,6 +14,9 @@ import singa_tensor.nn.functional as F
 from singa_tensor import nn, optim
 from singa_tensor.ops import fused_updates as fu
 from singa_tensor.ops._registry import kernel, ptr
+from singa_tensor.ops.attention_fused import scaled_dot_product_attention_fused
+from singa_tensor.ops.norm import BatchNormTrain
+from singa_tensor.ops.rnn import recurrent_sequence
 
 from .helpers import DEVICE, to_numpy
 
@@ -115,8 +118,9 @@ def test_reductions_round_the_float32_result_once(op, shape, dim, dtype):
 
 
 @pytest.mark.parametrize("dtype", LOW, ids=IDS)
-def test_mean_of_many_bfloat16_values_is_not_a_rounded_running_sum(dtype):
-    # 4096 values of 1 + 2^-9: a running sum in the 16-bit format would stall at 256 (bf16)
+def test_sum_of_many_values_is_not_a_rounded_running_sum(dtype):
+    # 4096 values near 1 (1 + 2^-9 in float16, 1 in bfloat16): a running sum kept in the
+    # 16-bit format would stall, at 2048 in float16 and at 256 in bfloat16
     x = st.full((4096,), 1.0 + 2.0 ** -9, dtype=dtype, device=DEVICE)
     assert x.sum().dtype is dtype and x.mean().dtype is dtype
     assert_rounded_once(x.sum(), widened(x).sum(), dtype)
@@ -279,8 +283,6 @@ def test_norms_over_several_chunks_with_affine_gradients(name, shape, dtype):
 
 @pytest.mark.parametrize("dtype", LOW, ids=IDS)
 def test_batch_norm_statistics_of_16_bit_inputs_are_float32(dtype):
-    from singa_tensor.ops.norm import BatchNormTrain
-
     x = low(_normal(5, 3, 4) * 3.0 + 100.0, dtype)
     stats: list = []
     y = BatchNormTrain.fn(x, None, None, 1e-5, stats)
@@ -434,6 +436,26 @@ def test_im2col_col2im_and_maxpool_index_kernels(dtype):
     np.testing.assert_array_equal(to_numpy(idx), to_numpy(idx_f))
 
 
+@pytest.mark.parametrize("dtype", LOW, ids=IDS)
+def test_window_pools_return_the_input_dtype(dtype):
+    x = low(_normal(2, 3, 4, 5, 6), dtype, requires_grad=True)
+    xf = widened(x, requires_grad=True)
+    cases = {
+        "max_pool3d": lambda t: F.max_pool3d(t, 2, stride=1),
+        "avg_pool3d": lambda t: F.avg_pool3d(t, 3, stride=2, padding=1),
+        "adaptive_max_pool2d": lambda t: F.adaptive_max_pool2d(t.reshape(2, 12, 5, 6), (2, 4)),
+    }
+    for name, fn in cases.items():
+        x.grad = xf.grad = None
+        y, yf = fn(x), fn(xf)
+        # the window sums accumulate in float32: one rounding of the float32 pool
+        assert_rounded_once(y, yf, dtype, msg=name)
+        y.sum().backward()
+        yf.sum().backward()
+        assert x.grad.dtype is dtype, name
+        assert_rounded_once(x.grad, xf.grad, dtype, msg=f"{name} grad")
+
+
 # ---- optimizer steps ----------------------------------------------------------------------------
 
 
@@ -496,10 +518,8 @@ def test_mixed_16_bit_operands_are_rejected_with_the_op_named():
     h = low(np.zeros((2, 3)), st.bfloat16)
     with pytest.raises(TypeError, match="recurrent_sequence: gates_x has dtype float16 but h0 "
                                         "has bfloat16"):
-        from singa_tensor.ops.rnn import recurrent_sequence
         recurrent_sequence("GRU", low(np.zeros((4, 9)), st.float16),
                            low(np.zeros((9, 3)), st.bfloat16), None, h)
     q = low(np.zeros((1, 20, 4)), st.bfloat16)
-    from singa_tensor.ops.attention_fused import scaled_dot_product_attention_fused
     with pytest.raises(TypeError, match="scaled_dot_product_attention: key has dtype float16"):
         scaled_dot_product_attention_fused(q, q.to(st.float16), q)
