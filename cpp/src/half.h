@@ -3,7 +3,9 @@
 // float32 (the vectorised st_cast of layout.cc: a shift for bfloat16, F16C for float16), the
 // float32 kernel runs on it, accumulating in float32 or wider, and each result is rounded to
 // the 16-bit format once when stored. Memory holds only the chunk, never a float32 copy of the
-// tensor, unless a single line is larger than a chunk.
+// tensor, unless one outer slice ([n, inner], or a row) is larger than a chunk: such slices are
+// copied one at a time (sums, products, max and min of them read their tiles directly instead,
+// see reduce.cc).
 #ifndef SINGA_TENSOR_CPU_HALF_H_
 #define SINGA_TENSOR_CPU_HALF_H_
 
