@@ -173,3 +173,30 @@ extern "C" {
   }
 ST_FLOAT_TYPES(ST_CUDA_DEF_XENT, _)
 }
+
+// float16 / bfloat16 logits through float32 scratch (half.cuh); loss, lse and dloss are
+// float32 as on the CPU, dx is rounded once
+#include "half.cuh"
+
+extern "C" {
+#define ST_CUDA_DEF_XENT_HALF(sfx, T, _)                                                       \
+  void st_softmax_xent_##sfx(const T* x, const int64_t* target, const T* weight, float* loss,  \
+                             float* lse, int64_t rows, int64_t c, int64_t ignore_index,        \
+                             double smoothing, void* stream) {                                 \
+    st::cuda::Widened<ST_TAG_##sfx> xf(x, rows * c, stream), wf(weight, c, stream);            \
+    if (!xf.ok() || !wf.ok()) return;                                                          \
+    st::xent<float>(xf.p, target, wf.p, loss, lse, rows, c, ignore_index, smoothing, stream);  \
+  }                                                                                            \
+  void st_softmax_xent_backward_##sfx(const T* x, const int64_t* target, const T* weight,      \
+                                      const float* lse, const float* dloss, T* dx,             \
+                                      int64_t rows, int64_t c, int64_t ignore_index,           \
+                                      double smoothing, void* stream) {                        \
+    st::cuda::Widened<ST_TAG_##sfx> xf(x, rows * c, stream), wf(weight, c, stream);            \
+    st::cuda::FloatScratch df(rows * c, stream);                                               \
+    if (!xf.ok() || !wf.ok() || !df.ok()) return;                                              \
+    st::xent_backward<float>(xf.p, target, wf.p, lse, dloss, df.p, rows, c, ignore_index,      \
+                             smoothing, stream);                                               \
+    st::cuda::narrow<ST_TAG_##sfx>(df.p, dx, rows * c, stream);                                \
+  }
+ST_HALF_TYPES(ST_CUDA_DEF_XENT_HALF, _)
+}

@@ -373,3 +373,94 @@ ST_FLOAT_TYPES(ST_CUDA_DEF_BNORM, _)
   }
 ST_FLOAT_TYPES(ST_CUDA_DEF_LNORM, _)
 }
+
+// float16 / bfloat16: the operands widened into float32 scratch (half.cuh), the float32
+// kernels run with float32 statistics, the outputs rounded once
+#include "half.cuh"
+
+extern "C" {
+#define ST_CUDA_DEF_NORM_HALF(sfx, T, _)                                                       \
+  void st_batch_norm_stats_##sfx(const T* x, float* mean, float* var, int64_t outer, int64_t c, \
+                                 int64_t inner, void* stream) {                                \
+    st::cuda::Widened<ST_TAG_##sfx> xf(x, outer * c * inner, stream);                          \
+    if (xf.ok()) st_batch_norm_stats_f32(xf.p, mean, var, outer, c, inner, stream);            \
+  }                                                                                            \
+  void st_batch_norm_apply_##sfx(const T* x, const float* mean, const float* var,              \
+                                 const T* weight, const T* bias, T* y, int64_t outer,          \
+                                 int64_t c, int64_t inner, double eps, void* stream) {         \
+    const int64_t n = outer * c * inner;                                                       \
+    st::cuda::Widened<ST_TAG_##sfx> xf(x, n, stream), wf(weight, c, stream),                   \
+        bf(bias, c, stream);                                                                   \
+    st::cuda::FloatScratch yf(n, stream);                                                      \
+    if (!xf.ok() || !wf.ok() || !bf.ok() || !yf.ok()) return;                                  \
+    st_batch_norm_apply_f32(xf.p, mean, var, wf.p, bf.p, yf.p, outer, c, inner, eps, stream);  \
+    st::cuda::narrow<ST_TAG_##sfx>(yf.p, y, n, stream);                                        \
+  }                                                                                            \
+  void st_batch_norm_backward_##sfx(const T* x, const T* dy, const float* mean,                \
+                                    const float* var, const T* weight, T* dx, T* dweight,      \
+                                    T* dbias, int64_t outer, int64_t c, int64_t inner,         \
+                                    double eps, void* stream) {                                \
+    const int64_t n = outer * c * inner;                                                       \
+    st::cuda::Widened<ST_TAG_##sfx> xf(x, n, stream), gf(dy, n, stream), wf(weight, c, stream); \
+    st::cuda::FloatScratch dxf(dx ? n : 0, stream), dwf(dweight ? c : 0, stream),              \
+        dbf(dbias ? c : 0, stream);                                                            \
+    if (!xf.ok() || !gf.ok() || !wf.ok() || !dxf.ok() || !dwf.ok() || !dbf.ok()) return;       \
+    st_batch_norm_backward_f32(xf.p, gf.p, mean, var, wf.p, dxf.p, dwf.p, dbf.p, outer, c,     \
+                               inner, eps, stream);                                            \
+    if (dx) st::cuda::narrow<ST_TAG_##sfx>(dxf.p, dx, n, stream);                              \
+    if (dweight) st::cuda::narrow<ST_TAG_##sfx>(dwf.p, dweight, c, stream);                    \
+    if (dbias) st::cuda::narrow<ST_TAG_##sfx>(dbf.p, dbias, c, stream);                        \
+  }                                                                                            \
+  void st_layer_norm_##sfx(const T* x, const T* weight, const T* bias, T* y, float* mean,      \
+                           float* rstd, int64_t rows, int64_t n, double eps, void* stream) {   \
+    st::cuda::Widened<ST_TAG_##sfx> xf(x, rows * n, stream), wf(weight, n, stream),            \
+        bf(bias, n, stream);                                                                   \
+    st::cuda::FloatScratch yf(rows * n, stream);                                               \
+    if (!xf.ok() || !wf.ok() || !bf.ok() || !yf.ok()) return;                                  \
+    st_layer_norm_f32(xf.p, wf.p, bf.p, yf.p, mean, rstd, rows, n, eps, stream);               \
+    st::cuda::narrow<ST_TAG_##sfx>(yf.p, y, rows * n, stream);                                 \
+  }                                                                                            \
+  void st_layer_norm_backward_##sfx(const T* x, const T* dy, const float* mean,                \
+                                    const float* rstd, const T* weight, T* dx, T* dweight,     \
+                                    T* dbias, int64_t rows, int64_t n, void* stream) {         \
+    st::cuda::Widened<ST_TAG_##sfx> xf(x, rows * n, stream), gf(dy, rows * n, stream),         \
+        wf(weight, n, stream);                                                                 \
+    st::cuda::FloatScratch dxf(dx ? rows * n : 0, stream), dwf(dweight ? n : 0, stream),       \
+        dbf(dbias ? n : 0, stream);                                                            \
+    if (!xf.ok() || !gf.ok() || !wf.ok() || !dxf.ok() || !dwf.ok() || !dbf.ok()) return;       \
+    st_layer_norm_backward_f32(xf.p, gf.p, mean, rstd, wf.p, dxf.p, dwf.p, dbf.p, rows, n,     \
+                               stream);                                                        \
+    if (dx) st::cuda::narrow<ST_TAG_##sfx>(dxf.p, dx, rows * n, stream);                       \
+    if (dweight) st::cuda::narrow<ST_TAG_##sfx>(dwf.p, dweight, n, stream);                    \
+    if (dbias) st::cuda::narrow<ST_TAG_##sfx>(dbf.p, dbias, n, stream);                        \
+  }                                                                                            \
+  void st_group_norm_##sfx(const T* x, const T* weight, const T* bias, T* y, float* mean,      \
+                           float* rstd, int64_t batch, int64_t channels, int64_t groups,       \
+                           int64_t inner, double eps, void* stream) {                          \
+    const int64_t n = batch * channels * inner;                                                \
+    st::cuda::Widened<ST_TAG_##sfx> xf(x, n, stream), wf(weight, channels, stream),            \
+        bf(bias, channels, stream);                                                            \
+    st::cuda::FloatScratch yf(n, stream);                                                      \
+    if (!xf.ok() || !wf.ok() || !bf.ok() || !yf.ok()) return;                                  \
+    st_group_norm_f32(xf.p, wf.p, bf.p, yf.p, mean, rstd, batch, channels, groups, inner, eps, \
+                      stream);                                                                 \
+    st::cuda::narrow<ST_TAG_##sfx>(yf.p, y, n, stream);                                        \
+  }                                                                                            \
+  void st_group_norm_backward_##sfx(const T* x, const T* dy, const float* mean,                \
+                                    const float* rstd, const T* weight, T* dx, T* dweight,     \
+                                    T* dbias, int64_t batch, int64_t channels, int64_t groups, \
+                                    int64_t inner, void* stream) {                             \
+    const int64_t n = batch * channels * inner;                                                \
+    st::cuda::Widened<ST_TAG_##sfx> xf(x, n, stream), gf(dy, n, stream),                       \
+        wf(weight, channels, stream);                                                          \
+    st::cuda::FloatScratch dxf(dx ? n : 0, stream), dwf(dweight ? channels : 0, stream),       \
+        dbf(dbias ? channels : 0, stream);                                                     \
+    if (!xf.ok() || !gf.ok() || !wf.ok() || !dxf.ok() || !dwf.ok() || !dbf.ok()) return;       \
+    st_group_norm_backward_f32(xf.p, gf.p, mean, rstd, wf.p, dxf.p, dwf.p, dbf.p, batch,       \
+                               channels, groups, inner, stream);                               \
+    if (dx) st::cuda::narrow<ST_TAG_##sfx>(dxf.p, dx, n, stream);                              \
+    if (dweight) st::cuda::narrow<ST_TAG_##sfx>(dwf.p, dweight, channels, stream);             \
+    if (dbias) st::cuda::narrow<ST_TAG_##sfx>(dbf.p, dbias, channels, stream);                 \
+  }
+ST_HALF_TYPES(ST_CUDA_DEF_NORM_HALF, _)
+}

@@ -323,6 +323,28 @@ struct SoftmaxOp : LseOp<T> {
   }
 };
 
+// A float32 op over float16/bfloat16 elements: each element loaded into float32 as it is read,
+// the op's state as in float32 (sums and products in double), a float result rounded once
+template <class Tag, class Inner>
+struct HalfOp {
+  using In = uint16_t;
+  using Out = std::conditional_t<std::is_same<typename Inner::Out, float>::value, uint16_t,
+                                 typename Inner::Out>;
+  using L = typename Inner::L;
+  using S = typename Inner::S;
+  using F = typename Inner::F;
+  Inner inner;
+  ST_HD L start() const { return inner.start(); }
+  ST_HD void step(L& l, uint16_t v, int64_t k) const { inner.step(l, cast_load<Tag>(v), k); }
+  ST_HD S fold(L l) const { return inner.fold(l); }
+  ST_HD S identity() const { return inner.identity(); }
+  ST_HD S combine(S a, S b) const { return inner.combine(a, b); }
+  ST_HD Out out(S s) const {
+    if constexpr (std::is_same<Out, uint16_t>::value) return cast_store<Tag>(inner.out(s));
+    else return inner.out(s);
+  }
+};
+
 // ---- kernels ---------------------------------------------------------------------------------------
 template <class Op, bool kWrite>
 using OutType = typename std::conditional<kWrite, typename Op::In, typename Op::Out>::type;
@@ -903,5 +925,69 @@ ST_NUM_TYPES(ST_CU_SCAN_T, _)
                                              n, inner, stream);                                \
   }
 ST_FLOAT_TYPES(ST_CU_FLOAT_REDUCE, _)
+
+}  // extern "C"
+
+// ---- float16 / bfloat16 ---------------------------------------------------------------------------
+// Reductions and variance load the 16-bit elements directly (HalfOp); softmax, log_softmax,
+// logsumexp and the scans go through float32 scratch (half.cuh).
+#include "half.cuh"
+
+extern "C" {
+
+// CALL (a float32 kernel reading xf_.p, writing yf_.p) on a widened copy of x, its ny results
+// rounded into y
+#define ST_CUDA_HALF_LINES(sfx, ny, CALL)                                                          \
+  const int64_t nx_ = outer * n * inner, ny_ = (ny);                                               \
+  st::cuda::Widened<ST_TAG_##sfx> xf_(x, nx_, stream);                                             \
+  st::cuda::FloatScratch yf_(ny_, stream);                                                         \
+  if (!xf_.ok() || !yf_.ok()) return;                                                              \
+  CALL;                                                                                            \
+  st::cuda::narrow<ST_TAG_##sfx>(yf_.p, y, ny_, stream);
+
+// sums, products, extremes, arg-reductions and variance read the 16-bit elements directly
+#define ST_CUDA_HALF_OP(op, sfx) st::cuda::HalfOp<ST_TAG_##sfx, ST_CU_OP_##op(float)>
+#define ST_CUDA_DEF_REDUCE_HALF(op, sfx, T)                                                        \
+  void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,                  \
+                       void* stream) {                                                             \
+    st::cuda::run<ST_CUDA_HALF_OP(op, sfx), false>(ST_CUDA_HALF_OP(op, sfx){}, x, y, outer, n,     \
+                                                   inner, stream);                                 \
+  }
+#define ST_CUDA_DEF_REDUCE_HALF_T(sfx, T, _) ST_REDUCE_OPS(ST_CUDA_DEF_REDUCE_HALF, sfx, T)
+ST_HALF_TYPES(ST_CUDA_DEF_REDUCE_HALF_T, _)
+
+#define ST_CUDA_DEF_SHAPED_HALF(op, sfx, T)                                                        \
+  void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,                  \
+                       void* stream) {                                                             \
+    ST_CUDA_HALF_LINES(sfx, outer * n * inner,                                                     \
+                       st_##op##_f32(xf_.p, yf_.p, outer, n, inner, stream))                       \
+  }
+#define ST_CUDA_DEF_SCAN_FLOAT_HALF_T(sfx, T, _) \
+  ST_SCAN_FLOAT_OPS(ST_CUDA_DEF_SHAPED_HALF, sfx, T)
+ST_HALF_TYPES(ST_CUDA_DEF_SCAN_FLOAT_HALF_T, _)
+#define ST_CUDA_DEF_SCAN_HALF_T(sfx, T, _) ST_SCAN_OPS(ST_CUDA_DEF_SHAPED_HALF, sfx, T)
+ST_HALF_TYPES(ST_CUDA_DEF_SCAN_HALF_T, _)
+
+#define ST_CUDA_DEF_ARG_HALF(op, sfx, T)                                                           \
+  void st_##op##_##sfx(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner,            \
+                       void* stream) {                                                             \
+    st::cuda::run<ST_CUDA_HALF_OP(op, sfx), false>(ST_CUDA_HALF_OP(op, sfx){}, x, y, outer, n,     \
+                                                   inner, stream);                                 \
+  }
+#define ST_CUDA_DEF_ARG_HALF_T(sfx, T, _) ST_ARG_REDUCE_OPS(ST_CUDA_DEF_ARG_HALF, sfx, T)
+ST_HALF_TYPES(ST_CUDA_DEF_ARG_HALF_T, _)
+
+#define ST_CUDA_DEF_FLOAT_REDUCE_HALF(sfx, T, _)                                                   \
+  void st_logsumexp_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,               \
+                          void* stream) {                                                          \
+    ST_CUDA_HALF_LINES(sfx, outer * inner,                                                         \
+                       st_logsumexp_f32(xf_.p, yf_.p, outer, n, inner, stream))                    \
+  }                                                                                                \
+  void st_var_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, double corr,        \
+                    void* stream) {                                                                \
+    using Op = st::cuda::HalfOp<ST_TAG_##sfx, st::cuda::VarOp<float>>;                             \
+    st::cuda::run<Op, false>(Op{st::cuda::VarOp<float>{n, corr}}, x, y, outer, n, inner, stream);  \
+  }
+ST_HALF_TYPES(ST_CUDA_DEF_FLOAT_REDUCE_HALF, _)
 
 }  // extern "C"

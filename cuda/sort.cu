@@ -181,3 +181,22 @@ extern "C" {
 ST_ALL_TYPES(ST_CU_SORT, _)
 
 }  // extern "C"
+
+// float16 / bfloat16: sorted as float32 (exact, the same order), values narrowed back
+// without rounding (half.cuh)
+#include "half.cuh"
+
+extern "C" {
+
+#define ST_CU_SORT_HALF(sfx, T, _)                                                             \
+  void st_sort_##sfx(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n,        \
+                     int64_t inner, int64_t k, int32_t descending, void* stream) {             \
+    st::cuda::Widened<ST_TAG_##sfx> xf(x, outer * n * inner, stream);                          \
+    st::cuda::FloatScratch vf(outer * k * inner, stream);                                      \
+    if (!xf.ok() || !vf.ok()) return;                                                          \
+    st_sort_f32(xf.p, vf.p, indices, outer, n, inner, k, descending, stream);                  \
+    st::cuda::narrow<ST_TAG_##sfx>(vf.p, values, outer * k * inner, stream);                   \
+  }
+ST_HALF_TYPES(ST_CU_SORT_HALF, _)
+
+}  // extern "C"

@@ -227,7 +227,8 @@ def test_registered_as_an_internal_op():
 @pytest.mark.parametrize("args,kwargs,exc,msg", [
     (("q", "k", "x"), {}, TypeError, "value must be a Tensor"),
     (("q", "k32", "v"), {}, TypeError, "key has dtype float32 but query has float64"),
-    (("qi", "qi", "qi"), {}, TypeError, "expected float32 or float64 tensors, got int64"),
+    (("qi", "qi", "qi"), {}, TypeError, "expected float16, bfloat16, float32 or float64 tensors, "
+                                    "got int64"),
     (("q", "k", "v2"), {}, ValueError, r"same leading dimensions .*\(2, 4, 3\)"),
     (("q", "k", "v3d"), {}, ValueError, "same number of dimensions"),
     (("q", "k5", "v"), {}, ValueError, "same last dimension"),

@@ -38,6 +38,7 @@ SUITES = [
     "tests/test_lowp_elementwise.py",
     "tests/test_lowp_matmul.py",
     "tests/test_losses.py",
+    "tests/test_lowp_reduce.py",
     "tests/test_op_registry.py",
     "tests/test_reduce_ops.py",
     "tests/test_reduce_speed_paths.py",

@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "common.h"
+#include "half.h"
 
 namespace st {
 namespace {
@@ -204,4 +205,38 @@ extern "C" {
                          st::Geometry{1, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow});        \
   }
 ST_FLOAT_TYPES(ST_DEF_CONV, _)
+}
+
+// float16 / bfloat16: im2col only moves bits (a zero is 0 in both formats); col2im sums patches
+// in float32 one image at a time, and the pooling index compares in float32 (exact), each
+// through half.h's chunks
+extern "C" {
+#define ST_DEF_CONV_HALF(sfx, T, _)                                                             \
+  void st_im2col_##sfx(const T* x, T* cols, int64_t b, int64_t c, int64_t h, int64_t w,         \
+                       int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl,   \
+                       int64_t dh, int64_t dw, int64_t oh, int64_t ow) {                         \
+    st::im2col<T>(x, cols, b, st::Geometry{c, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow});   \
+  }                                                                                             \
+  void st_col2im_##sfx(const T* cols, T* x, int64_t b, int64_t c, int64_t h, int64_t w,         \
+                       int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl,   \
+                       int64_t dh, int64_t dw, int64_t oh, int64_t ow) {                         \
+    const st::Geometry g{c, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow};                      \
+    const int64_t img = c * h * w;                                                              \
+    st::by_float_slabs<ST_TAG_##sfx>(                                                           \
+        cols, b, c * kh * kw * oh * ow, [&](const float* cf, int64_t b0, int64_t cnt) {         \
+          std::vector<float> xf(size_t(cnt * img > 0 ? cnt * img : 1));                         \
+          st::col2im<float>(cf, xf.data(), cnt, g);                                             \
+          st::narrow<ST_TAG_##sfx>(xf.data(), x + b0 * img, cnt * img);                         \
+        });                                                                                     \
+  }                                                                                             \
+  void st_maxpool2d_index_##sfx(const T* x, int64_t* idx, int64_t planes, int64_t h, int64_t w, \
+                                int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt,     \
+                                int64_t pl, int64_t dh, int64_t dw, int64_t oh, int64_t ow) {   \
+    const st::Geometry g{1, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow};                      \
+    st::by_float_slabs<ST_TAG_##sfx>(                                                           \
+        x, planes, h * w, [&](const float* xf, int64_t p0, int64_t cnt) {                       \
+          st::maxpool_index<float>(xf, idx + p0 * oh * ow, cnt, g);                             \
+        });                                                                                     \
+  }
+ST_HALF_TYPES(ST_DEF_CONV_HALF, _)
 }

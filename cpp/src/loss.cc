@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common.h"
+#include "half.h"
 
 namespace st {
 namespace {
@@ -108,3 +109,32 @@ void xent_backward(const T* x, const int64_t* target, const T* w, const T* lse, 
     st::xent_backward(x, target, weight, lse, dloss, dx, rows, c, ignore_index, smoothing);    \
   }
 ST_FLOAT_TYPES(ST_DEF_XENT, _)
+
+// float16 / bfloat16 logits: rows through float32 (half.h); the per-row loss and log-sum-exp
+// stay float32 (the caller reduces the rows in float32 and rounds once; the backward's
+// probabilities exp(x - lse) would lose bits with a rounded lse), dx is rounded once
+#define ST_DEF_XENT_HALF(sfx, T, _)                                                            \
+  void st_softmax_xent_##sfx(const T* x, const int64_t* target, const T* weight, float* loss,  \
+                             float* lse, int64_t rows, int64_t c, int64_t ignore_index,        \
+                             double smoothing) {                                               \
+    std::vector<float> wf(size_t(weight ? c : 0));                                             \
+    if (weight) st::widen<ST_TAG_##sfx>(weight, wf.data(), c);                                 \
+    st::by_float_slabs<ST_TAG_##sfx>(x, rows, c, [&](const float* xf, int64_t r0, int64_t k) { \
+      st::xent<float>(xf, target + r0, weight ? wf.data() : nullptr, loss + r0, lse + r0, k, c, \
+                      ignore_index, smoothing);                                                \
+    });                                                                                        \
+  }                                                                                            \
+  void st_softmax_xent_backward_##sfx(const T* x, const int64_t* target, const T* weight,      \
+                                      const float* lse, const float* dloss, T* dx,             \
+                                      int64_t rows, int64_t c, int64_t ignore_index,           \
+                                      double smoothing) {                                      \
+    std::vector<float> wf(size_t(weight ? c : 0));                                             \
+    if (weight) st::widen<ST_TAG_##sfx>(weight, wf.data(), c);                                 \
+    st::by_float_slabs<ST_TAG_##sfx>(x, rows, c, [&](const float* xf, int64_t r0, int64_t k) { \
+      std::vector<float> df(size_t(k * c));                                                    \
+      st::xent_backward<float>(xf, target + r0, weight ? wf.data() : nullptr, lse + r0,        \
+                               dloss + r0, df.data(), k, c, ignore_index, smoothing);          \
+      st::narrow<ST_TAG_##sfx>(df.data(), dx + r0 * c, k * c);                                 \
+    });                                                                                        \
+  }
+ST_HALF_TYPES(ST_DEF_XENT_HALF, _)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common.h"
+#include "half.h"
 
 namespace st {
 namespace {
@@ -348,3 +349,325 @@ ST_FLOAT_TYPES(ST_DEF_LNORM, _)
     st::bn_backward(x, dy, mean, var, weight, dx, dweight, dbias, outer, c, inner, eps);       \
   }
 ST_FLOAT_TYPES(ST_DEF_BNORM, _)
+
+// ---- float16 / bfloat16 -----------------------------------------------------------------------
+// Consecutive chunks of whole rows (batch-norm planes of all channels, group-norm images) are
+// loaded into float32 (half.h) and the float32 loops above run on them, the statistics kept in
+// float32. The sums over rows (a channel's or a column's) run over the chunks in row order in
+// double, the order of the float32 kernels; every stored element is rounded once.
+namespace st {
+namespace {
+
+constexpr int64_t kNormChunk = 8 * kHalfChunk;  // elements per chunk: threads share a chunk
+
+// fn(first, count) over consecutive chunks of whole slabs of `slab` elements, in order
+template <class F>
+void slab_chunks(int64_t count, int64_t slab, F&& fn) {
+  const int64_t per = std::max<int64_t>(1, kNormChunk / std::max<int64_t>(slab, 1));
+  for (int64_t s0 = 0; s0 < count; s0 += per) fn(s0, std::min(per, count - s0));
+}
+
+template <class Tag>
+std::vector<float> widened(const uint16_t* p, int64_t n) {
+  std::vector<float> v(p ? size_t(n) : 0);
+  if (p) widen<Tag>(p, v.data(), n);
+  return v;
+}
+
+inline const float* or_null(const uint16_t* p, const std::vector<float>& v) {
+  return p ? v.data() : nullptr;
+}
+
+// float32 copies of x (and dy) for a chunk, reused across chunks
+struct Chunk {
+  std::vector<float> x, g, out;
+  template <class Tag>
+  void load(const uint16_t* xs, const uint16_t* gs, int64_t n) {
+    x.resize(size_t(n));
+    widen<Tag>(xs, x.data(), n);
+    if (gs) {
+      g.resize(size_t(n));
+      widen<Tag>(gs, g.data(), n);
+    }
+    out.resize(size_t(n));
+  }
+};
+
+template <class Tag>
+void bn_stats_half(const uint16_t* x, float* mean, float* var, int64_t outer, int64_t c,
+                   int64_t inner) {
+  const double count = double(outer) * double(inner);
+  const int64_t slab = c * inner;
+  std::vector<double> s(static_cast<size_t>(c), 0.0), ss(static_cast<size_t>(c), 0.0);
+  std::vector<float> m(static_cast<size_t>(c));
+  Chunk ck;
+  for (int pass = 0; pass < 2; ++pass) {  // the mean, then squares about it
+    slab_chunks(outer, slab, [&](int64_t o0, int64_t cnt) {
+      ck.load<Tag>(x + o0 * slab, nullptr, cnt * slab);
+      const float* xs = ck.x.data();
+      parallel_for(c, cnt * inner, [&](int64_t cb, int64_t ce) {
+        for (int64_t ch = cb; ch < ce; ++ch) {
+          for (int64_t o = 0; o < cnt; ++o) {
+            const float* row = xs + (o * c + ch) * inner;
+            float acc = 0;
+            if (pass == 0) {
+#pragma omp simd reduction(+ : acc)
+              for (int64_t i = 0; i < inner; ++i) acc += row[i];
+              s[ch] += double(acc);
+            } else {
+              const float mc = m[ch];
+#pragma omp simd reduction(+ : acc)
+              for (int64_t i = 0; i < inner; ++i) acc += (row[i] - mc) * (row[i] - mc);
+              ss[ch] += double(acc);
+            }
+          }
+        }
+      });
+    });
+    if (pass == 0)
+      for (int64_t ch = 0; ch < c; ++ch) m[ch] = float(count > 0 ? s[ch] / count : 0.0);
+  }
+  for (int64_t ch = 0; ch < c; ++ch) {
+    mean[ch] = m[ch];
+    var[ch] = float(count > 0 ? ss[ch] / count : 0.0);
+  }
+}
+
+template <class Tag>
+void bn_apply_half(const uint16_t* x, const float* mean, const float* var, const uint16_t* w,
+                   const uint16_t* b, uint16_t* y, int64_t outer, int64_t c, int64_t inner,
+                   double eps) {
+  const auto wf = widened<Tag>(w, c), bf = widened<Tag>(b, c);
+  const int64_t slab = c * inner;
+  Chunk ck;
+  slab_chunks(outer, slab, [&](int64_t o0, int64_t cnt) {
+    ck.load<Tag>(x + o0 * slab, nullptr, cnt * slab);
+    bn_apply<float>(ck.x.data(), mean, var, or_null(w, wf), or_null(b, bf), ck.out.data(), cnt,
+                    c, inner, eps);
+    narrow<Tag>(ck.out.data(), y + o0 * slab, cnt * slab);
+  });
+}
+
+template <class Tag>
+void bn_backward_half(const uint16_t* x, const uint16_t* dy, const float* mean, const float* var,
+                      const uint16_t* w, uint16_t* dx, uint16_t* dw, uint16_t* db,
+                      int64_t outer, int64_t c, int64_t inner, double eps) {
+  const auto wf = widened<Tag>(w, c);
+  const int64_t slab = c * inner;
+  std::vector<double> s1(static_cast<size_t>(c), 0.0), s2(static_cast<size_t>(c), 0.0);
+  Chunk ck;
+  slab_chunks(outer, slab, [&](int64_t o0, int64_t cnt) {
+    ck.load<Tag>(x + o0 * slab, dy + o0 * slab, cnt * slab);
+    const float* xs = ck.x.data();
+    const float* gs = ck.g.data();
+    parallel_for(c, 2 * cnt * inner, [&](int64_t cb, int64_t ce) {
+      for (int64_t ch = cb; ch < ce; ++ch) {
+        const float m = mean[ch];
+        for (int64_t o = 0; o < cnt; ++o) {
+          const float* xr = xs + (o * c + ch) * inner;
+          const float* gr = gs + (o * c + ch) * inner;
+          float a1 = 0, a2 = 0;
+#pragma omp simd reduction(+ : a1, a2)
+          for (int64_t i = 0; i < inner; ++i) {
+            a1 += gr[i];
+            a2 += gr[i] * (xr[i] - m);
+          }
+          s1[ch] += double(a1);
+          s2[ch] += double(a2);
+        }
+      }
+    });
+  });
+  const size_t nc = static_cast<size_t>(c);
+  std::vector<float> invstd(nc), sum_dy(nc), sum_dy_xhat(nc);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const double is = 1 / std::sqrt(double(var[ch]) + eps);
+    invstd[ch] = float(is);
+    sum_dy[ch] = float(s1[ch]);
+    sum_dy_xhat[ch] = float(s2[ch] * is);
+    if (db) db[ch] = cast_store<Tag>(sum_dy[ch]);
+    if (dw) dw[ch] = cast_store<Tag>(sum_dy_xhat[ch]);
+  }
+  if (dx == nullptr) return;
+  const float count = float(double(outer) * double(inner));
+  slab_chunks(outer, slab, [&](int64_t o0, int64_t cnt) {
+    ck.load<Tag>(x + o0 * slab, dy + o0 * slab, cnt * slab);
+    const float* xs = ck.x.data();
+    const float* gs = ck.g.data();
+    float* os = ck.out.data();
+    parallel_for(cnt * c, 2 * inner, [&](int64_t pb, int64_t pe) {
+      for (int64_t pl = pb; pl < pe; ++pl) {
+        const int64_t ch = pl % c;
+        const float is = invstd[ch], m = mean[ch];
+        const float k = (w ? wf[ch] : 1.0f) * is;
+        const float mean_dy = sum_dy[ch] / count, mean_dy_xhat = sum_dy_xhat[ch] / count;
+        const float* xr = xs + pl * inner;
+        const float* gr = gs + pl * inner;
+        float* o = os + pl * inner;
+#pragma omp simd
+        for (int64_t i = 0; i < inner; ++i)
+          o[i] = bn_input_grad(gr[i], xr[i], k, m, is, mean_dy, mean_dy_xhat);
+      }
+    });
+    narrow<Tag>(os, dx + o0 * slab, cnt * slab);
+  });
+}
+
+template <class Tag>
+void ln_forward_half(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y,
+                     float* mean, float* rstd, int64_t rows, int64_t n, double eps) {
+  const auto wf = widened<Tag>(w, n), bf = widened<Tag>(b, n);
+  Chunk ck;
+  slab_chunks(rows, n, [&](int64_t r0, int64_t cnt) {
+    ck.load<Tag>(x + r0 * n, nullptr, cnt * n);
+    ln_forward<float>(ck.x.data(), or_null(w, wf), or_null(b, bf), ck.out.data(), mean + r0,
+                      rstd + r0, cnt, n, eps);
+    narrow<Tag>(ck.out.data(), y + r0 * n, cnt * n);
+  });
+}
+
+template <class Tag>
+void ln_backward_half(const uint16_t* x, const uint16_t* dy, const float* mean,
+                      const float* rstd, const uint16_t* w, uint16_t* dx, uint16_t* dw,
+                      uint16_t* db, int64_t rows, int64_t n) {
+  const auto wf = widened<Tag>(w, n);
+  const bool affine = dw != nullptr || db != nullptr;
+  std::vector<double> aw(affine ? size_t(n) : 0), ab(affine ? size_t(n) : 0);
+  Chunk ck;
+  slab_chunks(rows, n, [&](int64_t r0, int64_t cnt) {
+    ck.load<Tag>(x + r0 * n, dy + r0 * n, cnt * n);
+    const float* xs = ck.x.data();
+    const float* gs = ck.g.data();
+    if (dx) {
+      ln_backward<float>(xs, gs, mean + r0, rstd + r0, or_null(w, wf), ck.out.data(), nullptr,
+                         nullptr, cnt, n);
+      narrow<Tag>(ck.out.data(), dx + r0 * n, cnt * n);
+    }
+    if (!affine) return;
+    double* pw = aw.data();
+    double* pb = ab.data();
+    parallel_for(n, 2 * cnt, [&](int64_t jb, int64_t je) {  // columns, each in row order
+      for (int64_t r = 0; r < cnt; ++r) {
+        const float m = mean[r0 + r], rs = rstd[r0 + r];
+        const float* xr = xs + r * n;
+        const float* gr = gs + r * n;
+#pragma omp simd
+        for (int64_t j = jb; j < je; ++j) {
+          pw[j] += double(gr[j] * ((xr[j] - m) * rs));
+          pb[j] += double(gr[j]);
+        }
+      }
+    });
+  });
+  for (int64_t j = 0; affine && j < n; ++j) {
+    if (dw) dw[j] = cast_store<Tag>(float(aw[j]));
+    if (db) db[j] = cast_store<Tag>(float(ab[j]));
+  }
+}
+
+template <class Tag>
+void gn_forward_half(const uint16_t* x, const uint16_t* w, const uint16_t* b, uint16_t* y,
+                     float* mean, float* rstd, int64_t batch, int64_t channels, int64_t groups,
+                     int64_t inner, double eps) {
+  const auto wf = widened<Tag>(w, channels), bf = widened<Tag>(b, channels);
+  const int64_t slab = channels * inner;
+  Chunk ck;
+  slab_chunks(batch, slab, [&](int64_t b0, int64_t cnt) {
+    ck.load<Tag>(x + b0 * slab, nullptr, cnt * slab);
+    gn_forward<float>(ck.x.data(), or_null(w, wf), or_null(b, bf), ck.out.data(),
+                      mean + b0 * groups, rstd + b0 * groups, cnt, channels, groups, inner, eps);
+    narrow<Tag>(ck.out.data(), y + b0 * slab, cnt * slab);
+  });
+}
+
+template <class Tag>
+void gn_backward_half(const uint16_t* x, const uint16_t* dy, const float* mean,
+                      const float* rstd, const uint16_t* w, uint16_t* dx, uint16_t* dw,
+                      uint16_t* db, int64_t batch, int64_t channels, int64_t groups,
+                      int64_t inner) {
+  const auto wf = widened<Tag>(w, channels);
+  const int64_t slab = channels * inner, cpg = channels / groups;
+  const bool affine = dw != nullptr || db != nullptr;
+  std::vector<double> aw(affine ? size_t(channels) : 0), ab(affine ? size_t(channels) : 0);
+  Chunk ck;
+  slab_chunks(batch, slab, [&](int64_t b0, int64_t cnt) {
+    ck.load<Tag>(x + b0 * slab, dy + b0 * slab, cnt * slab);
+    const float* xs = ck.x.data();
+    const float* gs = ck.g.data();
+    const float* mc = mean + b0 * groups;
+    const float* rc = rstd + b0 * groups;
+    if (dx) {
+      gn_backward<float>(xs, gs, mc, rc, or_null(w, wf), ck.out.data(), nullptr, nullptr, cnt,
+                         channels, groups, inner);
+      narrow<Tag>(ck.out.data(), dx + b0 * slab, cnt * slab);
+    }
+    if (!affine) return;
+    parallel_for(channels, 2 * cnt * inner, [&](int64_t cb, int64_t ce) {
+      for (int64_t ch = cb; ch < ce; ++ch) {
+        const int64_t g = ch / cpg;
+        double sw = aw[ch], sb = ab[ch];
+        for (int64_t o = 0; o < cnt; ++o) {
+          const float m = mc[o * groups + g], rs = rc[o * groups + g];
+          const float* xp = xs + (o * channels + ch) * inner;
+          const float* gp = gs + (o * channels + ch) * inner;
+#pragma omp simd reduction(+ : sw, sb)
+          for (int64_t i = 0; i < inner; ++i) {
+            sw += double(gp[i] * ((xp[i] - m) * rs));
+            sb += double(gp[i]);
+          }
+        }
+        aw[ch] = sw;
+        ab[ch] = sb;
+      }
+    });
+  });
+  for (int64_t ch = 0; affine && ch < channels; ++ch) {
+    if (dw) dw[ch] = cast_store<Tag>(float(aw[ch]));
+    if (db) db[ch] = cast_store<Tag>(float(ab[ch]));
+  }
+}
+
+}  // namespace
+}  // namespace st
+
+#define ST_DEF_NORM_HALF(sfx, T, _)                                                            \
+  void st_batch_norm_stats_##sfx(const T* x, float* mean, float* var, int64_t outer, int64_t c, \
+                                 int64_t inner) {                                              \
+    st::bn_stats_half<ST_TAG_##sfx>(x, mean, var, outer, c, inner);                            \
+  }                                                                                            \
+  void st_batch_norm_apply_##sfx(const T* x, const float* mean, const float* var,              \
+                                 const T* weight, const T* bias, T* y, int64_t outer,          \
+                                 int64_t c, int64_t inner, double eps) {                       \
+    st::bn_apply_half<ST_TAG_##sfx>(x, mean, var, weight, bias, y, outer, c, inner, eps);      \
+  }                                                                                            \
+  void st_batch_norm_backward_##sfx(const T* x, const T* dy, const float* mean,                \
+                                    const float* var, const T* weight, T* dx, T* dweight,      \
+                                    T* dbias, int64_t outer, int64_t c, int64_t inner,         \
+                                    double eps) {                                              \
+    st::bn_backward_half<ST_TAG_##sfx>(x, dy, mean, var, weight, dx, dweight, dbias, outer, c, \
+                                       inner, eps);                                            \
+  }                                                                                            \
+  void st_layer_norm_##sfx(const T* x, const T* weight, const T* bias, T* y, float* mean,      \
+                           float* rstd, int64_t rows, int64_t n, double eps) {                 \
+    st::ln_forward_half<ST_TAG_##sfx>(x, weight, bias, y, mean, rstd, rows, n, eps);           \
+  }                                                                                            \
+  void st_layer_norm_backward_##sfx(const T* x, const T* dy, const float* mean,                \
+                                    const float* rstd, const T* weight, T* dx, T* dweight,     \
+                                    T* dbias, int64_t rows, int64_t n) {                       \
+    st::ln_backward_half<ST_TAG_##sfx>(x, dy, mean, rstd, weight, dx, dweight, dbias, rows,    \
+                                       n);                                                     \
+  }                                                                                            \
+  void st_group_norm_##sfx(const T* x, const T* weight, const T* bias, T* y, float* mean,      \
+                           float* rstd, int64_t batch, int64_t channels, int64_t groups,       \
+                           int64_t inner, double eps) {                                        \
+    st::gn_forward_half<ST_TAG_##sfx>(x, weight, bias, y, mean, rstd, batch, channels, groups, \
+                                      inner, eps);                                             \
+  }                                                                                            \
+  void st_group_norm_backward_##sfx(const T* x, const T* dy, const float* mean,                \
+                                    const float* rstd, const T* weight, T* dx, T* dweight,     \
+                                    T* dbias, int64_t batch, int64_t channels, int64_t groups, \
+                                    int64_t inner) {                                           \
+    st::gn_backward_half<ST_TAG_##sfx>(x, dy, mean, rstd, weight, dx, dweight, dbias, batch,   \
+                                       channels, groups, inner);                               \
+  }
+ST_HALF_TYPES(ST_DEF_NORM_HALF, _)

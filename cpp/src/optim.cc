@@ -62,6 +62,104 @@ void adagrad(T* p, const T* g, T* sum, int64_t n, double clr, double eps, double
   });
 }
 
+// float16 / bfloat16 parameters, gradients and state: each element loaded into float32, the
+// float32 rule above applied, and every stored value rounded once
+template <class Tag>
+void sgd_half(uint16_t* p, const uint16_t* g, uint16_t* buf, int64_t n, double lr, double mom,
+              double damp, double wd, bool nesterov, bool maximize, bool first) {
+  const float a = float(lr), b = float(mom), c = float(1 - damp), d = float(wd);
+  // one loop per case, without branches on the data, so that the loops vectorise
+  parallel_for(n, 1, [&](int64_t s, int64_t e) {
+    if (buf == nullptr) {
+#pragma omp simd
+      for (int64_t i = s; i < e; ++i) {
+        float pi = cast_load<Tag>(p[i]);
+        sgd_element(pi, cast_load<Tag>(g[i]), static_cast<float*>(nullptr), a, b, c, d,
+                    nesterov, maximize, first);
+        p[i] = cast_store<Tag>(pi);
+      }
+    } else {
+#pragma omp simd
+      for (int64_t i = s; i < e; ++i) {
+        float pi = cast_load<Tag>(p[i]);
+        float bi = first ? 0.0f : cast_load<Tag>(buf[i]);
+        sgd_element(pi, cast_load<Tag>(g[i]), &bi, a, b, c, d, nesterov, maximize, first);
+        buf[i] = cast_store<Tag>(bi);
+        p[i] = cast_store<Tag>(pi);
+      }
+    }
+  });
+}
+
+template <class Tag>
+void adam_half(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v, uint16_t* vmax,
+               int64_t n, double lr, double b1, double b2, double eps, double wd, bool decoupled,
+               bool maximize, double bias1, double bias2) {
+  const float tb1 = float(b1), tb2 = float(b2), c1 = float(1 - b1), c2 = float(1 - b2);
+  const float te = float(eps), l2 = decoupled ? 0.0f : float(wd);
+  const float shrink = decoupled ? float(1 - lr * wd) : 1.0f;
+  const float step = float(lr / bias1), sqrt_bias2 = float(std::sqrt(bias2));
+  parallel_for(n, 4, [&](int64_t s, int64_t e) {
+    if (vmax == nullptr) {
+#pragma omp simd
+      for (int64_t i = s; i < e; ++i) {
+        float pi = cast_load<Tag>(p[i]), mi = cast_load<Tag>(m[i]), vi = cast_load<Tag>(v[i]);
+        adam_element(pi, cast_load<Tag>(g[i]), mi, vi, static_cast<float*>(nullptr), tb1, tb2,
+                     c1, c2, te, l2, shrink, step, sqrt_bias2, maximize);
+        p[i] = cast_store<Tag>(pi);
+        m[i] = cast_store<Tag>(mi);
+        v[i] = cast_store<Tag>(vi);
+      }
+    } else {
+#pragma omp simd
+      for (int64_t i = s; i < e; ++i) {
+        float pi = cast_load<Tag>(p[i]), mi = cast_load<Tag>(m[i]), vi = cast_load<Tag>(v[i]);
+        float xi = cast_load<Tag>(vmax[i]);
+        adam_element(pi, cast_load<Tag>(g[i]), mi, vi, &xi, tb1, tb2, c1, c2, te, l2, shrink,
+                     step, sqrt_bias2, maximize);
+        p[i] = cast_store<Tag>(pi);
+        m[i] = cast_store<Tag>(mi);
+        v[i] = cast_store<Tag>(vi);
+        vmax[i] = cast_store<Tag>(xi);
+      }
+    }
+  });
+}
+
+template <class Tag>
+void rmsprop_half(uint16_t* p, const uint16_t* g, uint16_t* sq, uint16_t* buf, uint16_t* gavg,
+                  int64_t n, double lr, double alpha, double eps, double wd, double mom,
+                  bool maximize) {
+  const float a = float(lr), al = float(alpha), c = float(1 - alpha), te = float(eps);
+  const float d = float(wd), mo = float(mom);
+  parallel_for(n, 4, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) {
+      float pi = cast_load<Tag>(p[i]), si = cast_load<Tag>(sq[i]);
+      float bi = buf ? cast_load<Tag>(buf[i]) : 0.0f, ai = gavg ? cast_load<Tag>(gavg[i]) : 0.0f;
+      rmsprop_element(pi, cast_load<Tag>(g[i]), si, buf ? &bi : nullptr, gavg ? &ai : nullptr, a,
+                      al, c, te, d, mo, maximize);
+      p[i] = cast_store<Tag>(pi);
+      sq[i] = cast_store<Tag>(si);
+      if (buf) buf[i] = cast_store<Tag>(bi);
+      if (gavg) gavg[i] = cast_store<Tag>(ai);
+    }
+  });
+}
+
+template <class Tag>
+void adagrad_half(uint16_t* p, const uint16_t* g, uint16_t* sum, int64_t n, double clr,
+                  double eps, double wd, bool maximize) {
+  const float a = float(clr), te = float(eps), d = float(wd);
+  parallel_for(n, 4, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) {
+      float pi = cast_load<Tag>(p[i]), si = cast_load<Tag>(sum[i]);
+      adagrad_element(pi, cast_load<Tag>(g[i]), si, a, te, d, maximize);
+      p[i] = cast_store<Tag>(pi);
+      sum[i] = cast_store<Tag>(si);
+    }
+  });
+}
+
 }  // namespace
 }  // namespace st
 
@@ -87,3 +185,28 @@ void adagrad(T* p, const T* g, T* sum, int64_t n, double clr, double eps, double
     st::adagrad(p, g, sum, n, clr, eps, weight_decay, maximize);                               \
   }
 ST_FLOAT_TYPES(ST_DEF_OPTIM, _)
+
+#define ST_DEF_OPTIM_HALF(sfx, T, _)                                                           \
+  void st_sgd_step_##sfx(T* p, const T* g, T* buf, int64_t n, double lr, double momentum,      \
+                         double dampening, double weight_decay, int32_t nesterov,             \
+                         int32_t maximize, int32_t first) {                                   \
+    st::sgd_half<ST_TAG_##sfx>(p, g, buf, n, lr, momentum, dampening, weight_decay, nesterov,  \
+                               maximize, first);                                               \
+  }                                                                                            \
+  void st_adam_step_##sfx(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, double lr,         \
+                          double beta1, double beta2, double eps, double weight_decay,         \
+                          int32_t decoupled, int32_t maximize, double bias1, double bias2) {   \
+    st::adam_half<ST_TAG_##sfx>(p, g, m, v, vmax, n, lr, beta1, beta2, eps, weight_decay,      \
+                                decoupled, maximize, bias1, bias2);                            \
+  }                                                                                            \
+  void st_rmsprop_step_##sfx(T* p, const T* g, T* sq, T* buf, T* gavg, int64_t n, double lr,   \
+                             double alpha, double eps, double weight_decay, double momentum,   \
+                             int32_t maximize) {                                               \
+    st::rmsprop_half<ST_TAG_##sfx>(p, g, sq, buf, gavg, n, lr, alpha, eps, weight_decay,       \
+                                   momentum, maximize);                                        \
+  }                                                                                            \
+  void st_adagrad_step_##sfx(T* p, const T* g, T* sum, int64_t n, double clr, double eps,      \
+                             double weight_decay, int32_t maximize) {                          \
+    st::adagrad_half<ST_TAG_##sfx>(p, g, sum, n, clr, eps, weight_decay, maximize);            \
+  }
+ST_HALF_TYPES(ST_DEF_OPTIM_HALF, _)

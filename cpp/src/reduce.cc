@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "common.h"
+#include "half.h"
 
 namespace st {
 namespace {
@@ -558,5 +559,142 @@ ST_NUM_TYPES(ST_DEF_SCAN_T, _)
     st::variance<T>(x, y, outer, n, inner, corr);                                              \
   }
 ST_FLOAT_TYPES(ST_DEF_FLOAT_REDUCE, _)
+
+}  // extern "C"
+
+// ---- float16 / bfloat16: chunks of whole lines through float32 (half.h) ----------------------
+namespace st {
+namespace {
+
+// one long row (a full reduction): blocks of it in float32, folded in order, sums in double
+template <class Tag, class Op>
+uint16_t long_row_half(const uint16_t* x, int64_t n) {
+  using A = typename std::conditional<std::is_same<Op, SumOp>::value, double, float>::type;
+  constexpr int64_t kBlk = 4096;
+  const A init = A(Op::template init<float>());
+  auto part = [&](int64_t b, int64_t e) {
+    float buf[kBlk];
+    A a = init;
+    for (int64_t s = b; s < e; s += kBlk) {
+      const int64_t m = std::min(kBlk, e - s);
+      widen<Tag>(x + s, buf, m);
+      a = Op::step(a, A(row_reduce<float, Op>(buf, m)));
+    }
+    return a;
+  };
+  return cast_store<Tag>(split_row(n, init, part, [](A a, A b) { return Op::step(a, b); }));
+}
+
+// lines along a non-last axis whose slabs are larger than a chunk (a sum over the batch):
+// the tiles of reduce() above, each row of a tile loaded into float32 as it is read, so that
+// no float32 copy of the slab is made
+template <class Tag, class Op>
+void reduce_tiles_half(const uint16_t* x, uint16_t* y, int64_t outer, int64_t n,
+                       int64_t inner) {
+  using A = TileAcc<float, Op>;
+  for_each_tile(outer, n, inner, [&](int64_t o, int64_t i0, int64_t i1) {
+    const int64_t w = i1 - i0;
+    const uint16_t* base = x + o * n * inner + i0;
+    A acc[kTile];
+    float row[kTile];
+    for (int64_t i = 0; i < w; ++i) acc[i] = A(Op::template init<float>());
+    for (int64_t k = 0; k < n; ++k) {
+      widen<Tag>(base + k * inner, row, w);
+#pragma omp simd
+      for (int64_t i = 0; i < w; ++i) acc[i] = Op::step(acc[i], A(row[i]));
+    }
+    uint16_t* yo = y + o * inner + i0;
+    for (int64_t i = 0; i < w; ++i) yo[i] = cast_store<Tag>(float(acc[i]));
+  });
+}
+
+template <class Tag, class Op>
+void reduce_half(const uint16_t* x, uint16_t* y, int64_t outer, int64_t n, int64_t inner) {
+  if (inner == 1 && is_long_row(outer, n)) {
+    y[0] = long_row_half<Tag, Op>(x, n);
+    return;
+  }
+  if (inner > 1 && n * inner > kHalfChunk) {
+    reduce_tiles_half<Tag, Op>(x, y, outer, n, inner);
+    return;
+  }
+  by_float_slabs<Tag>(x, outer, n * inner, [&](const float* xf, int64_t o0, int64_t cnt) {
+    std::vector<float> yf(size_t(cnt * inner));
+    reduce<float, Op>(xf, yf.data(), cnt, n, inner);
+    narrow<Tag>(yf.data(), y + o0 * inner, cnt * inner);
+  });
+}
+
+template <class Tag, bool kMax>
+void arg_reduce_half(const uint16_t* x, int64_t* y, int64_t outer, int64_t n, int64_t inner) {
+  by_float_slabs<Tag>(x, outer, n * inner, [&](const float* xf, int64_t o0, int64_t cnt) {
+    arg_reduce<float, kMax>(xf, y + o0 * inner, cnt, n, inner);
+  });
+}
+
+// kernels whose output has `out_n` elements per outer slab: fn(xf, yf, count)
+template <class Tag, class F>
+void map_half(const uint16_t* x, uint16_t* y, int64_t outer, int64_t slab, int64_t out_n,
+              F&& fn) {
+  by_float_slabs<Tag>(x, outer, slab, [&](const float* xf, int64_t o0, int64_t cnt) {
+    std::vector<float> yf(size_t(cnt * out_n > 0 ? cnt * out_n : 1));
+    fn(xf, yf.data(), cnt);
+    narrow<Tag>(yf.data(), y + o0 * out_n, cnt * out_n);
+  });
+}
+
+}  // namespace
+}  // namespace st
+
+extern "C" {
+
+#define ST_DEF_REDUCE_HALF(op, sfx, T)                                                  \
+  void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {     \
+    st::reduce_half<ST_TAG_##sfx, ST_OPCLASS_##op>(x, y, outer, n, inner);              \
+  }
+#define ST_DEF_REDUCE_HALF_T(sfx, T, _) ST_REDUCE_OPS(ST_DEF_REDUCE_HALF, sfx, T)
+ST_HALF_TYPES(ST_DEF_REDUCE_HALF_T, _)
+
+#define ST_DEF_ARG_HALF(op, sfx, T)                                                          \
+  void st_##op##_##sfx(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner) {    \
+    st::arg_reduce_half<ST_TAG_##sfx, ST_ISMAX_##op>(x, y, outer, n, inner);                 \
+  }
+#define ST_DEF_ARG_HALF_T(sfx, T, _) ST_ARG_REDUCE_OPS(ST_DEF_ARG_HALF, sfx, T)
+ST_HALF_TYPES(ST_DEF_ARG_HALF_T, _)
+
+#define ST_DEF_SOFTMAX_HALF(op, sfx, T)                                                     \
+  void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {         \
+    st::map_half<ST_TAG_##sfx>(x, y, outer, n * inner, n * inner,                           \
+                               [&](const float* xf, float* yf, int64_t cnt) {               \
+                                 st::softmax<float, ST_LOG_##op>(xf, yf, cnt, n, inner);    \
+                               });                                                          \
+  }
+#define ST_DEF_SOFTMAX_HALF_T(sfx, T, _) ST_SCAN_FLOAT_OPS(ST_DEF_SOFTMAX_HALF, sfx, T)
+ST_HALF_TYPES(ST_DEF_SOFTMAX_HALF_T, _)
+
+#define ST_DEF_SCAN_HALF(op, sfx, T)                                                        \
+  void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {         \
+    st::map_half<ST_TAG_##sfx>(x, y, outer, n * inner, n * inner,                           \
+                               [&](const float* xf, float* yf, int64_t cnt) {               \
+                                 st::scan<float, ST_PROD_##op>(xf, yf, cnt, n, inner);      \
+                               });                                                          \
+  }
+#define ST_DEF_SCAN_HALF_T(sfx, T, _) ST_SCAN_OPS(ST_DEF_SCAN_HALF, sfx, T)
+ST_HALF_TYPES(ST_DEF_SCAN_HALF_T, _)
+
+#define ST_DEF_FLOAT_REDUCE_HALF(sfx, T, _)                                                    \
+  void st_logsumexp_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {         \
+    st::map_half<ST_TAG_##sfx>(x, y, outer, n * inner, inner,                                  \
+                               [&](const float* xf, float* yf, int64_t cnt) {                  \
+                                 st::logsumexp<float>(xf, yf, cnt, n, inner);                  \
+                               });                                                             \
+  }                                                                                            \
+  void st_var_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, double corr) {  \
+    st::map_half<ST_TAG_##sfx>(x, y, outer, n * inner, inner,                                  \
+                               [&](const float* xf, float* yf, int64_t cnt) {                  \
+                                 st::variance<float>(xf, yf, cnt, n, inner, corr);             \
+                               });                                                             \
+  }
+ST_HALF_TYPES(ST_DEF_FLOAT_REDUCE_HALF, _)
 
 }  // extern "C"

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common.h"
+#include "half.h"
 
 namespace st {
 namespace {
@@ -132,5 +133,25 @@ extern "C" {
     st::sort_lines<T>(x, values, indices, outer, n, inner, k, descending != 0);                \
   }
 ST_ALL_TYPES(ST_DEF_SORT, _)
+
+}  // extern "C"
+
+// float16 / bfloat16: lines sorted as float32 (exact: every 16-bit value widens exactly and
+// the order is the same), values narrowed back without rounding
+
+extern "C" {
+
+#define ST_DEF_SORT_HALF(sfx, T, _)                                                            \
+  void st_sort_##sfx(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n,        \
+                     int64_t inner, int64_t k, int32_t descending) {                           \
+    st::by_float_slabs<ST_TAG_##sfx>(                                                          \
+        x, outer, n * inner, [&](const float* xf, int64_t o0, int64_t cnt) {                   \
+          std::vector<float> vf(size_t(cnt * k * inner > 0 ? cnt * k * inner : 1));            \
+          st::sort_lines<float>(xf, vf.data(), indices + o0 * k * inner, cnt, n, inner, k,     \
+                                descending != 0);                                              \
+          st::narrow<ST_TAG_##sfx>(vf.data(), values + o0 * k * inner, cnt * k * inner);       \
+        });                                                                                    \
+  }
+ST_HALF_TYPES(ST_DEF_SORT_HALF, _)
 
 }  // extern "C"

@@ -112,9 +112,13 @@ def test_non_contiguous_parameter_and_gradient_are_updated_in_place():
     assert base._storage.version > v0
 
 
-def test_half_precision_parameters_take_the_composed_path():
+def test_half_precision_parameters_take_the_fused_path():
     p = st.tensor([1.0, -2.0], dtype=st.float16)
-    assert fu.sgd_step_(p, st.tensor([0.5, 0.5], dtype=st.float16), None, lr=0.1) is False
+    assert fu.sgd_step_(p, st.tensor([0.5, 0.5], dtype=st.float16), None, lr=0.1) is True
+    assert p.dtype is st.float16
+    np.testing.assert_allclose(to_numpy(p.float()), [0.95, -2.05], rtol=1e-3)
+    # a gradient in another dtype than the 16-bit parameter goes the composed way
+    assert fu.sgd_step_(p, st.tensor([0.5, 0.5]), None, lr=0.1) is False
     w = st.tensor([1.0, -2.0], dtype=st.float16, requires_grad=True)
     opt = optim.SGD([w], lr=0.1, momentum=0.9)
     (w.float() * w.float()).sum().backward()

@@ -171,10 +171,12 @@ ST_HALF_TYPES(ST_DECL_ARANGE, _)
   void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner ST_S);
 #define ST_DECL_REDUCE_T(sfx, T, _) ST_REDUCE_OPS(ST_DECL_REDUCE, sfx, T)
 ST_ALL_TYPES(ST_DECL_REDUCE_T, _)
+ST_HALF_TYPES(ST_DECL_REDUCE_T, _)
 #define ST_DECL_ARG_REDUCE(op, sfx, T) \
   void st_##op##_##sfx(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner ST_S);
 #define ST_DECL_ARG_REDUCE_T(sfx, T, _) ST_ARG_REDUCE_OPS(ST_DECL_ARG_REDUCE, sfx, T)
 ST_ALL_TYPES(ST_DECL_ARG_REDUCE_T, _)
+ST_HALF_TYPES(ST_DECL_ARG_REDUCE_T, _)
 /* sort: the first k entries of each line of [outer, n, inner] in order, into values and
  * indices of shape [outer, k, inner] (k == n: a full sort). Ascending, or descending when
  * descending != 0; NaN counts as larger than every number; equal keys keep their index order
@@ -183,16 +185,20 @@ ST_ALL_TYPES(ST_DECL_ARG_REDUCE_T, _)
   void st_sort_##sfx(const T* x, T* values, int64_t* indices, int64_t outer, int64_t n,        \
                      int64_t inner, int64_t k, int32_t descending ST_S);
 ST_ALL_TYPES(ST_DECL_SORT, _)
+ST_HALF_TYPES(ST_DECL_SORT, _)
 #define ST_DECL_SCAN_FLOAT_T(sfx, T, _) ST_SCAN_FLOAT_OPS(ST_DECL_REDUCE, sfx, T)
 ST_FLOAT_TYPES(ST_DECL_SCAN_FLOAT_T, _)
+ST_HALF_TYPES(ST_DECL_SCAN_FLOAT_T, _)
 #define ST_DECL_SCAN_T(sfx, T, _) ST_SCAN_OPS(ST_DECL_REDUCE, sfx, T)
 ST_NUM_TYPES(ST_DECL_SCAN_T, _)
+ST_HALF_TYPES(ST_DECL_SCAN_T, _)
 /* float-only reductions: logsumexp, and var with a correction (Bessel) term */
 #define ST_DECL_FLOAT_REDUCE(sfx, T, _)                                                        \
   void st_logsumexp_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner ST_S);    \
   void st_var_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,                \
                     double correction ST_S);
 ST_FLOAT_TYPES(ST_DECL_FLOAT_REDUCE, _)
+ST_HALF_TYPES(ST_DECL_FLOAT_REDUCE, _)
 
 /* C[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b], row-major, batch strides in elements */
 #define ST_DECL_GEMM(sfx, T, _)                                                               \
@@ -244,6 +250,7 @@ int64_t st_nonzero_u8(const uint8_t* x, int64_t n, int64_t* out, int64_t cap ST_
                                 int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt,     \
                                 int64_t pl, int64_t dh, int64_t dw, int64_t oh, int64_t ow ST_S);
 ST_FLOAT_TYPES(ST_DECL_CONV, _)
+ST_HALF_TYPES(ST_DECL_CONV, _)
 
 /* counter-based random numbers (Philox-4x32-10): element i depends only on (seed, offset + i),
  * so CPU and CUDA produce the same stream */
@@ -288,6 +295,7 @@ void st_randperm_i64(int64_t* y, int64_t n, uint64_t seed, uint64_t offset ST_S)
   void st_adagrad_step_##sfx(T* p, const T* g, T* sum, int64_t n, double clr, double eps,      \
                              double weight_decay, int32_t maximize ST_S);
 ST_FLOAT_TYPES(ST_DECL_OPTIM, _)
+ST_HALF_TYPES(ST_DECL_OPTIM, _)
 
 /* Batch normalization of x viewed as [outer, c, inner] (channel axis in the middle), contiguous.
  *   stats:    mean[c] and biased var[c] over outer and inner
@@ -335,6 +343,31 @@ ST_FLOAT_TYPES(ST_DECL_BNORM, _)
                                     int64_t batch, int64_t channels, int64_t groups,           \
                                     int64_t inner ST_S);
 ST_FLOAT_TYPES(ST_DECL_LNORM, _)
+/* float16/bfloat16: x, y, weight, bias and the gradients in the 16-bit dtype, the statistics
+ * (mean, var, rstd) float32 */
+#define ST_DECL_NORM_HALF(sfx, T, _)                                                           \
+  void st_batch_norm_stats_##sfx(const T* x, float* mean, float* var, int64_t outer, int64_t c, \
+                                 int64_t inner ST_S);                                          \
+  void st_batch_norm_apply_##sfx(const T* x, const float* mean, const float* var,              \
+                                 const T* weight, const T* bias, T* y, int64_t outer,          \
+                                 int64_t c, int64_t inner, double eps ST_S);                   \
+  void st_batch_norm_backward_##sfx(const T* x, const T* dy, const float* mean,                \
+                                    const float* var, const T* weight, T* dx, T* dweight,      \
+                                    T* dbias, int64_t outer, int64_t c, int64_t inner,         \
+                                    double eps ST_S);                                          \
+  void st_layer_norm_##sfx(const T* x, const T* weight, const T* bias, T* y, float* mean,      \
+                           float* rstd, int64_t rows, int64_t n, double eps ST_S);             \
+  void st_layer_norm_backward_##sfx(const T* x, const T* dy, const float* mean,                \
+                                    const float* rstd, const T* weight, T* dx, T* dweight,     \
+                                    T* dbias, int64_t rows, int64_t n ST_S);                   \
+  void st_group_norm_##sfx(const T* x, const T* weight, const T* bias, T* y, float* mean,      \
+                           float* rstd, int64_t batch, int64_t channels, int64_t groups,       \
+                           int64_t inner, double eps ST_S);                                    \
+  void st_group_norm_backward_##sfx(const T* x, const T* dy, const float* mean,                \
+                                    const float* rstd, const T* weight, T* dx, T* dweight,     \
+                                    T* dbias, int64_t batch, int64_t channels, int64_t groups, \
+                                    int64_t inner ST_S);
+ST_HALF_TYPES(ST_DECL_NORM_HALF, _)
 
 /* Softmax cross entropy over the rows of x[rows, c] with class-index targets, per row:
  *   loss[r] = -(1 - s) w[t] logp[r, t] - s / c * sum_j w[j] logp[r, j]
@@ -351,6 +384,16 @@ ST_FLOAT_TYPES(ST_DECL_LNORM, _)
                                       const T* lse, const T* dloss, T* dx, int64_t rows,       \
                                       int64_t c, int64_t ignore_index, double smoothing ST_S);
 ST_FLOAT_TYPES(ST_DECL_XENT, _)
+/* float16/bfloat16 logits: the per-row loss and lse (and so dloss) are float32 */
+#define ST_DECL_XENT_HALF(sfx, T, _)                                                           \
+  void st_softmax_xent_##sfx(const T* x, const int64_t* target, const T* weight, float* loss,  \
+                             float* lse, int64_t rows, int64_t c, int64_t ignore_index,        \
+                             double smoothing ST_S);                                           \
+  void st_softmax_xent_backward_##sfx(const T* x, const int64_t* target, const T* weight,      \
+                                      const float* lse, const float* dloss, T* dx,             \
+                                      int64_t rows, int64_t c, int64_t ignore_index,           \
+                                      double smoothing ST_S);
+ST_HALF_TYPES(ST_DECL_XENT_HALF, _)
 
 /* Recurrent cells, fused: one pass over [batch, hidden] after a step's matrix products. All
  * operands are contiguous row-major; bias and saved may be NULL.

@@ -9,6 +9,7 @@ the loss.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -22,6 +23,21 @@ from singa_tensor.ops.loss import softmax_cross_entropy as _softmax_cross_entrop
 from singa_tensor.tensor import Tensor
 
 _REDUCTIONS = ("none", "mean", "sum")
+_LOW = (st.float16, st.bfloat16)
+
+
+def _low_dtype_result(fn):
+    """A loss of a float16/bfloat16 input comes back in the input's dtype, as in PyTorch: the
+    terms and their reduction compute in float32 where the ops do, and the result is rounded
+    once at the end."""
+
+    @functools.wraps(fn)
+    def loss(input, *args, **kwargs):
+        out = fn(input, *args, **kwargs)
+        low = isinstance(input, Tensor) and input.dtype in _LOW
+        return out.to(input.dtype) if low and out.dtype is not input.dtype else out
+
+    return loss
 
 
 # ---- shared checks and reduction ---------------------------------------------------------------
@@ -85,6 +101,7 @@ def _pointwise_pair(op: str, input, target) -> tuple:
 # ---- regression losses -------------------------------------------------------------------------
 
 
+@_low_dtype_result
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """Mean squared error: (input - target)^2, then reduced.
 
@@ -99,6 +116,7 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     return _reduce(d * d, reduction)
 
 
+@_low_dtype_result
 def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """Mean absolute error: |input - target|, then reduced.
 
@@ -112,6 +130,7 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     return _reduce((input - target).abs(), reduction)
 
 
+@_low_dtype_result
 def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """Huber-like loss: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input -
@@ -174,6 +193,7 @@ def _binary_target(op: str, input, target, reduction: str, *extra) -> Tensor:
     return target if target.dtype is input.dtype else target.to(input.dtype)
 
 
+@_low_dtype_result
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                          reduction: str = "mean") -> Tensor:
     """-w (y log x + (1 - y) log(1 - x)) for probabilities x in [0, 1]; each log is clamped
@@ -200,6 +220,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     return _reduce(loss, reduction)
 
 
+@_low_dtype_result
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                                      weight: Tensor | None = None, reduction: str = "mean",
                                      pos_weight: Tensor | None = None) -> Tensor:
@@ -300,6 +321,8 @@ def _nll(op: str, input: Tensor, target: Tensor, weight, ignore_index: int, redu
     target weights with ignored positions zeroed, or None when all weights are 1)."""
     cdim, n_classes, target, ignored = checked or _class_targets(op, input, target,
                                                                  ignore_index)
+    if input.dtype in _LOW:  # picked and weighted in float32 (exact), rounded once by the caller
+        input = input.float()
     weight = _class_weight(op, weight, input, n_classes)
     # ignored positions may hold any value, so pick class 0 there and zero it afterwards
     safe = target if ignored is None else st.where(ignored, 0, target)
@@ -321,6 +344,7 @@ def _nll(op: str, input: Tensor, target: Tensor, weight, ignore_index: int, redu
     return (loss.mean() if w is None else loss.sum() / w.sum()), w
 
 
+@_low_dtype_result
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
              ignore_index: int = -100, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of class-index targets given log-probabilities.
@@ -339,6 +363,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     return _nll("nll_loss", input, target, weight, ignore_index, reduction)[0]
 
 
+@_low_dtype_result
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                   ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
@@ -368,7 +393,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     if target.dtype.is_floating_point:
         return _cross_entropy_probs(input, target, weight, reduction, label_smoothing, cdim)
     checked = _class_targets(op, input, target, ignore_index)
-    if input.dtype in (st.float32, st.float64):
+    if input.dtype in (st.float32, st.float64) + _LOW:
         return _fused_cross_entropy(input, weight, ignore_index, reduction, label_smoothing,
                                     checked)
     logp = st.log_softmax(input, cdim)
@@ -415,7 +440,8 @@ def _fused_cross_entropy(input, weight, ignore_index, reduction, label_smoothing
         return total / float(count) if count else total / 0.0
     with _no_grad():
         safe = target if ignored is None else st.where(ignored, 0, target)
-        w = weight.detach().index_select(0, safe.reshape(-1))
+        wd = weight.detach()
+        w = (wd.float() if wd.dtype in _LOW else wd).index_select(0, safe.reshape(-1))
         if ignored is not None:
             w = st.where(ignored.reshape(-1), 0.0, w)
         denom = w.sum()
@@ -450,6 +476,7 @@ def _cross_entropy_probs(input, target, weight, reduction, label_smoothing, cdim
 # ---- distributions -----------------------------------------------------------------------------
 
 
+@_low_dtype_result
 def kl_div(input: Tensor, target: Tensor, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
     """Kullback-Leibler divergence target * (log target - input), with input given as

@@ -297,6 +297,8 @@ class RNNBase(Module):
             gx = F.linear(x, w_ih, b)
         else:
             gx = F.linear(x, w_ih)
+        if gx.dtype is not x.dtype:  # the cells and loops take one dtype: x's
+            gx = gx.to(x.dtype)
         cell_bias = b_hh if mode == "GRU" else None
         if self._sequence_kernel and w_hr is None and bsz.count(bsz[0]) == len(bsz) and \
                 _cells.sequence_kernel_applies(x):
@@ -501,8 +503,14 @@ class RNNCellBase(Module):
 
     def _gates_x(self, x: Tensor) -> Tensor:
         if self.bias_ih is not None:
-            return _ops.addmm(self.bias_ih, x, self.weight_ih.t())
-        return _ops.matmul(x, self.weight_ih.t())
+            return _in_dtype(_ops.addmm(self.bias_ih, x, self.weight_ih.t()), x)
+        return _in_dtype(_ops.matmul(x, self.weight_ih.t()), x)
+
+
+def _in_dtype(t: Tensor, like: Tensor) -> Tensor:
+    """t in like's dtype: the fused cells take one dtype, and a product of 16-bit tensors may
+    come back in float32."""
+    return t if t.dtype is like.dtype else t.to(like.dtype)
 
 
 class RNNCell(RNNCellBase):
@@ -551,7 +559,7 @@ class LSTMCell(RNNCellBase):
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
             raise TypeError(f"LSTMCell: hx must be a tuple (h_0, c_0), got {type(hx).__name__}")
         x, (h, c), unbatched = self._prepare(input, hx or (None, None), ("h_0", "c_0"))
-        gh = _ops.matmul(h, self.weight_hh.t())
+        gh = _in_dtype(_ops.matmul(h, self.weight_hh.t()), h)
         h, c = _cells.lstm_cell(self._gates_x(x), gh, self.bias_hh, c)
         return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
 
@@ -573,6 +581,6 @@ class GRUCell(RNNCellBase):
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         x, (h,), unbatched = self._prepare(input, (hx,), ("hx",))
-        gh = _ops.matmul(h, self.weight_hh.t())
+        gh = _in_dtype(_ops.matmul(h, self.weight_hh.t()), h)
         out = _cells.gru_cell(self._gates_x(x), gh, self.bias_hh, h)
         return out.squeeze(0) if unbatched else out

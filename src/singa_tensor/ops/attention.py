@@ -169,7 +169,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         if bias is not None:
             bias = where(row_ok, bias, 0.0)
     out = _attend(query, key, value, allowed, bias, dropout_p, scale)
-    return out if row_ok is None else where(row_ok, out, 0.0)
+    out = out if row_ok is None else where(row_ok, out, 0.0)
+    if query.dtype in (_dt.float16, _dt.bfloat16) and out.dtype is not query.dtype:
+        out = cast(out, query.dtype)  # a 16-bit query's attention comes back in its dtype
+    return out
 
 
 def _attend(query, key, value, allowed, bias, dropout_p, scale, weights_out=None):

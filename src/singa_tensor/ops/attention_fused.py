@@ -22,10 +22,11 @@ import math
 import numpy as np
 
 from .. import autograd as _ag
+from .. import dtype as _dt
 from ..tensor import Tensor
 from ._registry import OpSpec, apply, check_same_device, contiguous, kernel, ptr, register
 from .elementwise import mul, sub, where
-from .layout import transpose
+from .layout import cast, transpose
 from .linalg import matmul
 from .reduce import sum as _sum
 from .reduce_ext import softmax
@@ -41,6 +42,7 @@ MAX_HEAD_DIM = 256
 CPU_MIN_SCORES = 16 * 16
 
 _FLOATS = ("float32", "float64")
+_LOW = ("float16", "bfloat16")  # computed by the float32 kernels through a cast
 _NEG_INF = float("-inf")
 
 
@@ -55,7 +57,7 @@ def use_fused(query, key, value, attn_mask, dropout_p: float) -> bool:
     if attn_mask is not None or dropout_p != 0.0:
         return False
     dt = query.dtype
-    if dt.name not in _FLOATS or key.dtype is not dt or value.dtype is not dt:
+    if dt.name not in _FLOATS + _LOW or key.dtype is not dt or value.dtype is not dt:
         return False
     lead = query.shape[:-2]
     if key.shape[:-2] != lead or value.shape[:-2] != lead:
@@ -71,8 +73,9 @@ def _check(op: str, query, key, value, is_causal, scale) -> None:
         if t.__class__ is not Tensor:
             raise TypeError(f"{op}: {name} must be a Tensor, got {type(t).__name__}")
     dt = query.dtype
-    if dt.name not in _FLOATS:
-        raise TypeError(f"{op}: expected float32 or float64 tensors, got {dt.name}")
+    if dt.name not in _FLOATS + _LOW:
+        raise TypeError(f"{op}: expected float16, bfloat16, float32 or float64 tensors, got "
+                        f"{dt.name}")
     for name, t in (("key", key), ("value", value)):
         if t.dtype is not dt:
             raise TypeError(f"{op}: {name} has dtype {t.dtype.name} but query has {dt.name}")
@@ -195,6 +198,10 @@ def scaled_dot_product_attention_fused(query: Tensor, key: Tensor, value: Tensor
     keys 0..i (PyTorch's convention); scale defaults to 1/sqrt(E). Public callers use
     F.scaled_dot_product_attention, which comes here when it can.
 
+    float16 and bfloat16 inputs run the float32 kernels through a cast (the kernels do their
+    own matrix products, in float32): the output, in the input's dtype, is rounded once, and
+    the gradients come back in the input's dtype.
+
     Example:
         >>> import singa_tensor as st
         >>> from singa_tensor.ops.attention_fused import scaled_dot_product_attention_fused
@@ -204,8 +211,14 @@ def scaled_dot_product_attention_fused(query: Tensor, key: Tensor, value: Tensor
     """
     op = "scaled_dot_product_attention"
     _check(op, query, key, value, is_causal, scale)
+    scale = _resolve_scale(scale, query.shape[-1])
+    dt = query.dtype
+    if dt.name in _LOW:
+        q, k, v = (cast(t, _dt.float32) for t in (query, key, value))
+        out = apply(ScaledDotProductAttentionFused, q, k, v, is_causal=is_causal, scale=scale)
+        return cast(out, dt)
     return apply(ScaledDotProductAttentionFused, query, key, value, is_causal=is_causal,
-                 scale=_resolve_scale(scale, query.shape[-1]))
+                 scale=scale)
 
 
 ScaledDotProductAttentionFused.fn = staticmethod(scaled_dot_product_attention_fused)

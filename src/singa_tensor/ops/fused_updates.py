@@ -1,9 +1,12 @@
 """Fused optimizer updates: one kernel per parameter reads the gradient and the state once and
 writes the parameter and the state in place (see the header's "fused training kernels").
 
-These are not graph ops: optimizers call them under `no_grad` on leaf tensors. Each function
-returns False, without touching anything, when the backend has no fused kernel for the
-parameter's dtype (float16/bfloat16 parameters), and the optimizer then takes its composed path.
+These are not graph ops: optimizers call them under `no_grad` on leaf tensors. float16 and
+bfloat16 parameters keep their gradient and state in their own dtype, as PyTorch does: the
+kernels load each element into float32, apply the float32 rule and round every stored value
+once. Each function returns False, without touching anything, when no fused kernel serves the
+parameter (a dtype without one, or a 16-bit parameter whose gradient came in another dtype),
+and the optimizer then takes its composed path.
 
 Example:
     >>> import singa_tensor as st
@@ -21,12 +24,15 @@ from ..tensor import Tensor
 from ._registry import check_same_device, contiguous, copy_into, kernel, ptr
 
 _FLOATS = ("float32", "float64")
+_LOW = ("float16", "bfloat16")
 
 
 def _prepare(op: str, p: Tensor, g: Tensor, states: tuple) -> tuple | None:
     """Validated contiguous operands, or None when no fused kernel serves p's dtype."""
-    if p.dtype.name not in _FLOATS:
+    if p.dtype.name not in _FLOATS + _LOW:
         return None
+    if p.dtype.name in _LOW and g.dtype is not p.dtype:
+        return None  # the composed path promotes as the ops do
     check_same_device(op, p, g, *[s for s in states if s is not None])
     for name, t in (("grad", g), *((f"state {i}", s) for i, s in enumerate(states))):
         if t is None:

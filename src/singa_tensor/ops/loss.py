@@ -7,9 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import autograd as _ag
+from .. import dtype as _dt
 from ..creation import arange
 from ..tensor import Tensor
 from ._registry import OpSpec, apply, contiguous, kernel, ptr, register
+from .reduce import _LOW, as_dtype, in_float
 
 
 @register
@@ -26,8 +28,10 @@ class SoftmaxCrossEntropy(OpSpec):
         rows, c = x._shape
         xc, tc = contiguous(x), contiguous(target)
         wc = None if weight is None else contiguous(weight)
-        loss = Tensor._empty((rows,), x.dtype, x._device, x._be)
-        lse = Tensor._empty((rows,), x.dtype, x._device, x._be)
+        # float16/bfloat16 logits: the rows' loss and lse stay float32 (see the kernel)
+        acc = _dt.float32 if x.dtype in _LOW else x.dtype
+        loss = Tensor._empty((rows,), acc, x._device, x._be)
+        lse = Tensor._empty((rows,), acc, x._device, x._be)
         null = x._be.ffi.NULL
         if rows:
             kernel(x, "softmax_xent")(ptr(xc), ptr(tc), null if wc is None else ptr(wc),
@@ -41,9 +45,10 @@ class SoftmaxCrossEntropy(OpSpec):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         if _ag._mode.enabled:  # create_graph: a composition, differentiable again
-            dx = _xent_grad_composed(x, ctx.target, ctx.weight, ctx.ignore_index, ctx.smoothing,
-                                     g)
-            return dx, None, None, None, None
+            w = None if ctx.weight is None else in_float(ctx.weight)
+            dx = _xent_grad_composed(in_float(x), ctx.target, w, ctx.ignore_index,
+                                     ctx.smoothing, in_float(g))
+            return as_dtype(dx, x.dtype), None, None, None, None
         rows, c = x._shape
         dx = Tensor._empty(x._shape, x.dtype, x._device, x._be)
         null = x._be.ffi.NULL
@@ -51,7 +56,8 @@ class SoftmaxCrossEntropy(OpSpec):
             kernel(x, "softmax_xent_backward")(
                 ptr(contiguous(x)), ptr(ctx.target),
                 null if ctx.weight is None else ptr(ctx.weight), ptr(ctx.lse),
-                ptr(contiguous(g)), ptr(dx), rows, c, ctx.ignore_index, ctx.smoothing)
+                ptr(contiguous(as_dtype(g, ctx.lse.dtype))), ptr(dx), rows, c, ctx.ignore_index,
+                ctx.smoothing)
         return dx, None, None, None, None
 
     @staticmethod
@@ -101,7 +107,8 @@ def _xent_grad_composed(x, target, weight, ignore_index, smoothing, g):
 def softmax_cross_entropy(x: Tensor, target: Tensor, weight: Tensor | None = None,
                           ignore_index: int = -100, smoothing: float = 0.0) -> Tensor:
     """Per-row softmax cross entropy of (rows, C) logits against int64 class indices (rows,),
-    already validated (nn.functional.cross_entropy checks and reduces).
+    already validated (nn.functional.cross_entropy checks and reduces). float16/bfloat16
+    logits give float32 rows (accumulated in float32, for the caller to reduce and round once).
 
     Example:
         >>> import singa_tensor as st

@@ -57,15 +57,24 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     for t, name in ((running_mean, "running_mean"), (running_var, "running_var"),
                     (weight, "weight"), (bias, "bias")):
         _check_affine(op, t, (c,), name)
+    use_batch = training or running_mean is None or running_var is None
+    if x.dtype in _LOW and not (use_batch and _same_dtype(x, weight, bias)):
+        # statistics and normalisation in float32 (as PyTorch keeps them for 16-bit inputs),
+        # the result rounded once to x's dtype; the running statistics keep their own dtype
+        def f32(t):
+            return None if t is None else cast(t, _dt.float32)
+
+        out = batch_norm(f32(x), running_mean, running_var, f32(weight), f32(bias), training,
+                         momentum, eps)
+        return cast(out, x.dtype)
     dims = (0,) + tuple(range(2, x.ndim))
     shape = (1, c) + (1,) * (x.ndim - 2)
-    use_batch = training or running_mean is None or running_var is None
     if use_batch:
         count = x.numel() // c
         if count <= 1:
             raise ValueError(f"{op}: expected more than 1 value per channel when training, got "
                              f"input shape {x.shape}")
-        if x.dtype.is_floating_point and x.dtype.name in ("float32", "float64"):
+        if x.dtype.is_floating_point and x.dtype.name in ("float32", "float64") + _LOW_NAMES:
             stats: list = []
             out = apply(BatchNormTrain, x, weight, bias, float(eps), stats)
             mean, var = stats
@@ -91,6 +100,31 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     return out
 
 
+_LOW = (_dt.float16, _dt.bfloat16)
+_LOW_NAMES = ("float16", "bfloat16")
+
+
+def _stats_dtype(x: Tensor):
+    """The dtype of the saved statistics: float32 for float16/bfloat16 inputs (whose kernels
+    load each element into float32, keep the statistics in float32 and round each output
+    once), else x's."""
+    return _dt.float32 if x.dtype in _LOW else x.dtype
+
+
+def _low_grads(x: Tensor, composed, *args) -> tuple:
+    """composed(*args) (a tuple of gradients, None for some), computed in float32 when x is
+    float16/bfloat16 and rounded back to x's dtype once."""
+    if x.dtype not in _LOW:
+        return composed(*args)
+    wide = [cast(a, _dt.float32) if isinstance(a, Tensor) and a.dtype in _LOW else a
+            for a in args]
+    return tuple(None if d is None else cast(d, x.dtype) for d in composed(*wide))
+
+
+def _same_dtype(x: Tensor, *ts) -> bool:
+    return all(t is None or t.dtype is x.dtype for t in ts)
+
+
 def _planes(x: Tensor) -> tuple:
     """(outer, channels, inner) of an (N, C, ...) tensor for the batch-norm kernels."""
     n, c = x._shape[0], x._shape[1]
@@ -111,8 +145,8 @@ class BatchNormTrain(OpSpec):
     def forward(ctx, x, weight, bias, eps, stats):
         outer, c, inner = _planes(x)
         xc = contiguous(x)
-        mean = Tensor._empty((c,), x.dtype, x._device, x._be)
-        var = Tensor._empty((c,), x.dtype, x._device, x._be)
+        mean = Tensor._empty((c,), _stats_dtype(x), x._device, x._be)
+        var = Tensor._empty((c,), _stats_dtype(x), x._device, x._be)
         kernel(x, "batch_norm_stats")(ptr(xc), ptr(mean), ptr(var), outer, c, inner)
         out = Tensor._empty(x._shape, x.dtype, x._device, x._be)
         null = x._be.ffi.NULL
@@ -130,7 +164,8 @@ class BatchNormTrain(OpSpec):
         x, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         if _ag._mode.enabled:  # create_graph: a composition, differentiable again
-            return _batch_norm_backward_composed(x, weight, g, ctx.eps) + (None, None)
+            return _low_grads(x, _batch_norm_backward_composed, x, weight, g, ctx.eps) + (
+                None, None)
         outer, c, inner = _planes(x)
         be, null = x._be, x._be.ffi.NULL
 
@@ -138,6 +173,8 @@ class BatchNormTrain(OpSpec):
             return Tensor._empty(shape, x.dtype, x._device, be) if wanted else None
 
         dx, dw, db = maybe(x._shape, need_x), maybe((c,), need_w), maybe((c,), need_b)
+        if g.dtype is not x.dtype:
+            g = cast(g, x.dtype)
         kernel(x, "batch_norm_backward")(
             ptr(contiguous(x)), ptr(contiguous(g)), ptr(ctx.mean), ptr(ctx.var),
             null if weight is None else ptr(contiguous(weight)),
@@ -187,7 +224,7 @@ def _fused_dtype(op: str, x: Tensor, weight, bias):
     for t in (weight, bias):
         if t is not None and t.dtype is not x.dtype:
             return None
-    return x.dtype if x.dtype.name in ("float32", "float64") else _dt.float32
+    return x.dtype if x.dtype.name in ("float32", "float64") + _LOW_NAMES else _dt.float32
 
 
 def _tracing() -> bool:
@@ -230,8 +267,8 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
     """Normalise over the trailing normalized_shape dims of x (biased variance), then scale by
     weight and shift by bias (each optional, of shape normalized_shape).
 
-    float32 and float64 run one fused kernel forward and one backward (float16 and bfloat16
-    compute in float32); gradients of the gradient come from the composition.
+    One fused kernel forward and one backward (float16 and bfloat16: statistics in float32,
+    each output rounded once); gradients of the gradient come from the composition.
 
     Example:
         >>> import singa_tensor as st
@@ -303,8 +340,8 @@ class LayerNormFused(OpSpec):
         rows, n = _rows(x, k)
         xc, wc, bc = _contiguous_all(x, weight, bias)
         out = Tensor._empty(x._shape, x.dtype, x._device, x._be)
-        mean = Tensor._empty((rows,), x.dtype, x._device, x._be)
-        rstd = Tensor._empty((rows,), x.dtype, x._device, x._be)
+        mean = Tensor._empty((rows,), _stats_dtype(x), x._device, x._be)
+        rstd = Tensor._empty((rows,), _stats_dtype(x), x._device, x._be)
         kernel(x, "layer_norm")(ptr(xc), _null_or_ptr(x, wc), _null_or_ptr(x, bc),
                                 ptr(out), ptr(mean), ptr(rstd), rows, n, eps)
         ctx.save_for_backward(x, weight)
@@ -317,7 +354,8 @@ class LayerNormFused(OpSpec):
         x, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         if _ag._mode.enabled:  # create_graph: a composition, differentiable again
-            dx, dw, db = _layer_norm_backward_composed(x, weight, g, ctx.k, ctx.eps)
+            dx, dw, db = _low_grads(x, _layer_norm_backward_composed, x, weight, g, ctx.k,
+                                    ctx.eps)
             return dx, dw if need_w else None, db if need_b else None, None, None
         rows, n = _rows(x, ctx.k)
         be, null = x._be, x._be.ffi.NULL
@@ -380,8 +418,8 @@ def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None,
     """Normalise (N, C, ...) over groups of C/num_groups channels and the spatial dims, then
     scale and shift each channel by weight and bias (each optional, of shape (C,)).
 
-    float32 and float64 run one fused kernel forward and one backward (float16 and bfloat16
-    compute in float32); gradients of the gradient come from the composition.
+    One fused kernel forward and one backward (float16 and bfloat16: statistics in float32,
+    each output rounded once); gradients of the gradient come from the composition.
 
     Example:
         >>> import singa_tensor as st
@@ -436,8 +474,8 @@ class GroupNormFused(OpSpec):
         batch, c, inner = _planes(x)
         xc, wc, bc = _contiguous_all(x, weight, bias)
         out = Tensor._empty(x._shape, x.dtype, x._device, x._be)
-        mean = Tensor._empty((batch * groups,), x.dtype, x._device, x._be)
-        rstd = Tensor._empty((batch * groups,), x.dtype, x._device, x._be)
+        mean = Tensor._empty((batch * groups,), _stats_dtype(x), x._device, x._be)
+        rstd = Tensor._empty((batch * groups,), _stats_dtype(x), x._device, x._be)
         kernel(x, "group_norm")(ptr(xc), _null_or_ptr(x, wc), _null_or_ptr(x, bc),
                                 ptr(out), ptr(mean), ptr(rstd), batch, c, groups, inner, eps)
         ctx.save_for_backward(x, weight)
@@ -450,7 +488,8 @@ class GroupNormFused(OpSpec):
         x, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         if _ag._mode.enabled:  # create_graph: a composition, differentiable again
-            dx, dw, db = _group_norm_backward_composed(x, weight, g, ctx.groups, ctx.eps)
+            dx, dw, db = _low_grads(x, _group_norm_backward_composed, x, weight, g, ctx.groups,
+                                    ctx.eps)
             return dx, dw if need_w else None, db if need_b else None, None, None
         batch, c, inner = _planes(x)
         be, null = x._be, x._be.ffi.NULL

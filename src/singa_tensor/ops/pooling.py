@@ -22,6 +22,7 @@ from ._registry import composite
 from .conv import _adaptive_matrix, avg_pool2d, max_pool2d
 from .elementwise import relu, sign
 from .index import gather
+from .reduce import _LOW, as_dtype, in_float
 from .reduce import max as _max
 from .shape import cat
 
@@ -106,7 +107,10 @@ def _table(sizes, axes) -> np.ndarray:
 
 
 def _gather_windows(x: Tensor, table: np.ndarray, fill: float, outs: tuple) -> Tensor:
-    """(N, C, *outs, window) values of x (N, C, *spatial) at table; -1 reads fill."""
+    """(N, C, *outs, window) values of x (N, C, *spatial) at table; -1 reads fill. float16 and
+    bfloat16 windows come back in float32 (exactly), so that their sums accumulate there; the
+    pools round their results to x's dtype once."""
+    x = in_float(x)
     n, c = x.shape[:2]
     flat = x.reshape(n, c, -1)
     slot = flat.shape[2]
@@ -120,6 +124,7 @@ def _gather_windows(x: Tensor, table: np.ndarray, fill: float, outs: tuple) -> T
 def _max_windows(x: Tensor, table: np.ndarray, outs: tuple, return_indices: bool, added: bool):
     win = _gather_windows(x, table, -math.inf, outs)
     values, arg = _max(win, dim=-1)
+    values = as_dtype(values, x.dtype)
     if added:
         values = values.squeeze(0)
     if not return_indices:
@@ -160,7 +165,9 @@ def _avg_pool(op, nsp, x, kernel_size, stride, padding, ceil_mode, count_include
             count = (end - start) if count_include_pad else (
                 np.minimum(end, size) - np.maximum(start, 0))
             div = np.multiply.outer(div, count)
-        out = total / creation.tensor(div, dtype=x.dtype, device=x.device)
+        out = total / creation.tensor(div, dtype=total.dtype, device=x.device)
+    if x.dtype in _LOW:
+        out = as_dtype(out, x.dtype)
     return out.squeeze(0) if added else out
 
 

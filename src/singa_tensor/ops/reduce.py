@@ -31,6 +31,21 @@ from .elementwise import eq, maximum, minimum, where
 from .layout import cast, expand, permute, reshape
 
 _LOW = (_dt.float16, _dt.bfloat16)  # stored in 16 bits, computed in float32
+# the dtypes of the reductions with kernels for every type: the 16-bit floats accumulate in
+# float32 and round once
+NUM_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
+FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
+def in_float(t: Tensor) -> Tensor:
+    """t in float32 when it is float16/bfloat16, else t: composed backwards of 16-bit tensors
+    compute in float32 and round once (as_dtype) at the end."""
+    return cast(t, _dt.float32) if t.dtype in _LOW else t
+
+
+def as_dtype(t: Tensor, dtype) -> Tensor:
+    """t in dtype (a gradient in its input's dtype), without a copy when it already is."""
+    return t if t.dtype is dtype else cast(t, dtype)
 
 
 def normalize_dims(op: str, x: Tensor, dim) -> tuple:
@@ -109,12 +124,12 @@ class Sum(OpSpec):
     name = "sum"
     onnx = "ReduceSum"
     kind = "reduce"
-    dtypes = ("float32", "float64", "int32", "int64")
+    dtypes = NUM_DTYPES
 
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         ctx.in_shape, ctx.dims, ctx.keepdim = x._shape, dims, keepdim
-        return run_reduce(x, dims, keepdim, "sum")
+        return run_reduce(x, dims, keepdim, "sum")  # 16-bit floats: accumulated in float32
 
     @staticmethod
     def backward(ctx, g):
@@ -141,8 +156,6 @@ def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
         x = cast(x, _dt.as_dtype(dtype))
     elif x.dtype in (_dt.bool_, _dt.int32):
         x = cast(x, _dt.int64)
-    elif x.dtype in (_dt.float16, _dt.bfloat16):
-        return cast(sum(cast(x, _dt.float32), dim, keepdim), x.dtype)
     return apply(Sum, x, dims, bool(keepdim))
 
 
@@ -151,7 +164,8 @@ Sum.fn = staticmethod(sum)
 
 @tensor_method()
 def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """Arithmetic mean over dim (float tensors).
+    """Arithmetic mean over dim (float tensors); float16/bfloat16 give their own dtype (the sum
+    accumulated in float32).
 
     Example:
         >>> import singa_tensor as st
@@ -170,7 +184,9 @@ def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     n = 1
     for d in dims:
         n *= x._shape[d]
-    return sum(x, dims, keepdim) * (1.0 / n if n else float("nan"))
+    # a 16-bit sum is scaled in float32 (the reduced result only): 1 / n rounded to 16 bits
+    # would be off by up to 1/2 ulp of float16, or a subnormal
+    return as_dtype(in_float(sum(x, dims, keepdim)) * (1.0 / n if n else float("nan")), x.dtype)
 
 
 @register
@@ -179,6 +195,7 @@ class Mean(OpSpec):
     onnx = "ReduceMean"
     kind = "reduce"
     composite = True
+    dtypes = FLOAT_DTYPES
 
     @staticmethod
     def reference(x, dim=None, keepdim=False):
@@ -260,7 +277,7 @@ class Prod(OpSpec):
     onnx = "ReduceProd"
     kind = "reduce"
     domain = (0.5, 1.5)
-    dtypes = ("float32", "float64", "int32", "int64")
+    dtypes = NUM_DTYPES
 
     @staticmethod
     def forward(ctx, x, dims, keepdim):
@@ -274,12 +291,14 @@ class Prod(OpSpec):
         dims = ctx.dims
         # d prod / d x_i is the product of the other elements: the product p of the non-zero
         # elements divided by x_i when the line has no zero, p at a line's only zero, else 0
-        zero = eq(x, 0.0)
-        nonzero = where(zero, 1.0, x)
+        xf = in_float(x)
+        zero = eq(xf, 0.0)
+        nonzero = where(zero, 1.0, xf)
         p = prod(nonzero, dims, keepdim=True)
         zeros = sum(zero, dims, keepdim=True)
         others = where(zero, where(eq(zeros, 1), p, 0.0), where(eq(zeros, 0), p / nonzero, 0.0))
-        return (grad_expand(g, ctx.in_shape, dims, ctx.keepdim) * others,)
+        gx = grad_expand(in_float(g), ctx.in_shape, dims, ctx.keepdim) * others
+        return (as_dtype(gx, x.dtype),)
 
     @staticmethod
     def reference(x, dim=None, keepdim=False, *, dtype=None):
@@ -302,8 +321,6 @@ def prod(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """
     expect_tensor("prod", x)
     dims = normalize_dims("prod", x, dim)
-    if dtype is None and x.dtype in _LOW:
-        return cast(prod(cast(x, _dt.float32), dim, keepdim), x.dtype)
     return apply(Prod, _widen_int(x, dtype), dims, bool(keepdim))
 
 
@@ -317,7 +334,7 @@ class _Extreme(OpSpec):
     """amax/amin: the gradient is shared evenly between the elements equal to the result."""
 
     kind = "reduce"
-    dtypes = ("float32", "float64", "int32", "int64")
+    dtypes = NUM_DTYPES
     kernel_op = "max"
 
     @classmethod
@@ -330,9 +347,10 @@ class _Extreme(OpSpec):
     @staticmethod
     def backward(ctx, g):
         x, y = ctx.saved_tensors
-        hit = cast(eq(x, grad_expand(y, ctx.in_shape, ctx.dims, ctx.keepdim)), g.dtype)
+        gf = in_float(g)
+        hit = cast(eq(x, grad_expand(y, ctx.in_shape, ctx.dims, ctx.keepdim)), gf.dtype)
         share = hit / sum(hit, ctx.dims, keepdim=True)
-        return (grad_expand(g, ctx.in_shape, ctx.dims, ctx.keepdim) * share,)
+        return (as_dtype(grad_expand(gf, ctx.in_shape, ctx.dims, ctx.keepdim) * share, g.dtype),)
 
 
 @register
@@ -370,8 +388,6 @@ def _extreme(spec, x, dim, keepdim, op=None) -> Tensor:
     expect_tensor(op, x)
     dims = normalize_dims(op, x, dim)
     _check_nonempty(op, x, dims, dim is not None)
-    if x.dtype in _LOW:
-        return cast(_extreme(spec, cast(x, _dt.float32), dim, keepdim, op), x.dtype)
     return apply(spec, x, dims, bool(keepdim))
 
 
@@ -415,7 +431,7 @@ class _ExtremeWithIndex(OpSpec):
     gradient goes to the index reported (the first occurrence), as in PyTorch."""
 
     kind = "custom"  # one int dim, not the tuple dims the generic reduce tests draw
-    dtypes = ("float32", "float64", "int32", "int64")
+    dtypes = NUM_DTYPES
     kernel_op = "max"
 
     @classmethod
@@ -439,7 +455,7 @@ class _ExtremeWithIndex(OpSpec):
         g = reshape(g, *keep)
         line = tuple(n if i == d else 1 for i, n in enumerate(shape))
         positions = reshape(_cr.arange(shape[d], device=g.device), *line)
-        return (g * cast(eq(idx, positions), g.dtype),)
+        return (as_dtype(g * cast(eq(idx, positions), g.dtype), g.dtype),)
 
     @staticmethod
     def samples():
@@ -495,9 +511,6 @@ def _extreme_with_index(spec, whole, pairwise, x, dim, keepdim):
                         f"{dim!r}")
     d = _wrap_dim(dim, x.ndim, op)
     _check_nonempty(op, x, (d,) if x.ndim else (), True)
-    if x.dtype in _LOW:
-        v, i = _extreme_with_index(spec, whole, pairwise, cast(x, _dt.float32), d, keepdim)
-        return ValuesIndices(cast(v, x.dtype), i)
     return ValuesIndices(*apply(spec, x, d, bool(keepdim)))
 
 
@@ -539,7 +552,7 @@ Min.fn = staticmethod(min)
 class _ArgExtreme(OpSpec):
     kind = "custom"  # one int dim, not the tuple dims the generic reduce tests draw
     differentiable = False
-    dtypes = ("float32", "float64", "int32", "int64")
+    dtypes = NUM_DTYPES
     kernel_op = "argmax"
 
     @classmethod
@@ -582,8 +595,6 @@ class Argmin(_ArgExtreme):
 def _arg_extreme(spec, x, dim, keepdim) -> Tensor:
     op = spec.name
     expect_tensor(op, x)
-    if x.dtype in _LOW:
-        x = cast(x, _dt.float32)
     x = x.detach()  # indices carry no gradient
     if dim is None:
         _check_nonempty(op, x, normalize_dims(op, x, None), False)

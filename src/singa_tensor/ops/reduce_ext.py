@@ -19,6 +19,8 @@ from .elementwise import pow as _pow
 from .layout import cast
 from .reduce import (
     _LOW,
+    FLOAT_DTYPES,
+    NUM_DTYPES,
     _along_dim,
     _check_nonempty,
     _float_input,
@@ -29,7 +31,9 @@ from .reduce import (
     _widen_int,
     amax,
     amin,
+    as_dtype,
     grad_expand,
+    in_float,
     mean,
     normalize_dims,
     np_axis,
@@ -64,6 +68,7 @@ class Var(OpSpec):
     name = "var"
     onnx = None
     kind = "reduce"
+    dtypes = FLOAT_DTYPES
 
     @staticmethod
     def forward(ctx, x, dims, correction, keepdim):
@@ -75,9 +80,11 @@ class Var(OpSpec):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         dof = _numel_over(ctx.in_shape, ctx.dims) - ctx.correction
-        centered = x - mean(x, ctx.dims, keepdim=True)
+        xf = in_float(x)
+        centered = xf - mean(xf, ctx.dims, keepdim=True)
         scale = 2.0 / dof if dof > 0 else math.nan
-        return (grad_expand(g, ctx.in_shape, ctx.dims, ctx.keepdim) * centered * scale,)
+        gx = grad_expand(in_float(g), ctx.in_shape, ctx.dims, ctx.keepdim) * centered * scale
+        return (as_dtype(gx, x.dtype),)
 
     @staticmethod
     def reference(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
@@ -104,8 +111,6 @@ def var(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False
     dim, c = _var_args("var", dim, unbiased, correction)
     _float_input("var", x)
     dims = normalize_dims("var", x, dim)
-    if x.dtype in _LOW:
-        return cast(var(cast(x, _dt.float32), dims, keepdim=keepdim, correction=c), x.dtype)
     return apply(Var, x, dims, c, bool(keepdim))
 
 
@@ -117,6 +122,7 @@ class Std(OpSpec):
     name = "std"
     onnx = None
     kind = "reduce"
+    dtypes = FLOAT_DTYPES
     composite = True
 
     @staticmethod
@@ -142,9 +148,8 @@ def std(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False
     dim, c = _var_args("std", dim, unbiased, correction)
     _float_input("std", x)
     normalize_dims("std", x, dim)
-    if x.dtype in _LOW:
-        return cast(std(cast(x, _dt.float32), dim, keepdim=keepdim, correction=c), x.dtype)
-    return sqrt(var(x, dim, keepdim=keepdim, correction=c))
+    # float16/bfloat16: the root of the variance (accumulated in float32), in x's dtype
+    return as_dtype(sqrt(var(x, dim, keepdim=keepdim, correction=c)), x.dtype)
 
 
 Std.fn = staticmethod(std)
@@ -158,6 +163,7 @@ class LogSumExp(OpSpec):
     name = "logsumexp"
     onnx = "ReduceLogSumExp"
     kind = "reduce"
+    dtypes = FLOAT_DTYPES
 
     @staticmethod
     def forward(ctx, x, dims, keepdim):
@@ -169,9 +175,10 @@ class LogSumExp(OpSpec):
     @staticmethod
     def backward(ctx, g):
         x, y = ctx.saved_tensors
-        y = grad_expand(y, ctx.in_shape, ctx.dims, ctx.keepdim)
+        y = grad_expand(in_float(y), ctx.in_shape, ctx.dims, ctx.keepdim)
         y = where(eq(y, -math.inf), 0.0, y)  # a line of -inf gets zero weights, not NaN
-        return (grad_expand(g, ctx.in_shape, ctx.dims, ctx.keepdim) * exp(x - y),)
+        gx = grad_expand(in_float(g), ctx.in_shape, ctx.dims, ctx.keepdim) * exp(in_float(x) - y)
+        return (as_dtype(gx, x.dtype),)
 
     @staticmethod
     def reference(x, dim=None, keepdim=False):
@@ -196,8 +203,6 @@ def logsumexp(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """
     _float_input("logsumexp", x)
     dims = normalize_dims("logsumexp", x, dim)
-    if x.dtype in _LOW:
-        return cast(logsumexp(cast(x, _dt.float32), dims, keepdim), x.dtype)
     return apply(LogSumExp, x, dims, bool(keepdim))
 
 
@@ -209,6 +214,7 @@ LogSumExp.fn = staticmethod(logsumexp)
 
 class _SoftmaxBase(OpSpec):
     kernel_op = "softmax"
+    dtypes = FLOAT_DTYPES
 
     @classmethod
     def forward(cls, ctx, x, d):
@@ -239,7 +245,8 @@ class Softmax(_SoftmaxBase):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return (y * (g - _sum(g * y, ctx.d, keepdim=True)),)
+        yf, gf = in_float(y), in_float(g)
+        return (as_dtype(yf * (gf - _sum(gf * yf, ctx.d, keepdim=True)), y.dtype),)
 
     @staticmethod
     def reference(x, dim, dtype=None):
@@ -255,7 +262,8 @@ class LogSoftmax(_SoftmaxBase):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return (g - exp(y) * _sum(g, ctx.d, keepdim=True),)
+        yf, gf = in_float(y), in_float(g)
+        return (as_dtype(gf - exp(yf) * _sum(gf, ctx.d, keepdim=True), y.dtype),)
 
     @staticmethod
     def reference(x, dim, dtype=None):
@@ -269,8 +277,6 @@ def _softmax_like(spec, x, dim, dtype) -> Tensor:
         x = cast(x, _dt.as_dtype(dtype))
     _float_input(op, x)
     d = _one_dim(op, x, dim)
-    if x.dtype in _LOW:
-        return cast(apply(spec, cast(x, _dt.float32), d), x.dtype)
     return apply(spec, x, d)
 
 
@@ -306,7 +312,7 @@ LogSoftmax.fn = staticmethod(log_softmax)
 
 
 class _Scan(OpSpec):
-    dtypes = ("float32", "float64", "int32", "int64")
+    dtypes = NUM_DTYPES
     kernel_op = "cumsum"
 
     @classmethod
@@ -336,7 +342,7 @@ class Cumsum(_Scan):
 
     @staticmethod
     def backward(ctx, g):
-        return (_reverse_cumsum(g, ctx.d),)
+        return (as_dtype(_reverse_cumsum(in_float(g), ctx.d), g.dtype),)
 
     @staticmethod
     def reference(x, dim, *, dtype=None):
@@ -360,7 +366,8 @@ class Cumprod(_Scan):
     @staticmethod
     def backward(ctx, g):
         x, y = ctx.saved_tensors
-        return (_reverse_cumsum(g * y, ctx.d) / x,)
+        gx = _reverse_cumsum(in_float(g) * in_float(y), ctx.d) / in_float(x)
+        return (as_dtype(gx, x.dtype),)
 
     @staticmethod
     def reference(x, dim, *, dtype=None):
@@ -376,8 +383,6 @@ def _scan(spec, x, dim, dtype) -> Tensor:
     op = spec.name
     expect_tensor(op, x)
     d = _one_dim(op, x, dim)
-    if dtype is None and x.dtype in _LOW:
-        return cast(apply(spec, cast(x, _dt.float32), d), x.dtype)
     return apply(spec, _widen_int(x, dtype), d)
 
 
@@ -421,6 +426,7 @@ class Norm(OpSpec):
     name = "norm"
     onnx = "ReduceL2"
     kind = "reduce"
+    dtypes = FLOAT_DTYPES
 
     @staticmethod
     def forward(ctx, x, dims, keepdim):
@@ -481,18 +487,20 @@ def norm(x: Tensor, p=2, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
         p = 2
     elif isinstance(p, bool) or not isinstance(p, (int, float)):
         raise TypeError(f"norm: p must be a number or 'fro', got {type(p).__name__}")
-    if x.dtype in _LOW:
+    if x.dtype in _LOW and not (p in (0, 1) or math.isinf(p)):
+        # squares and powers of 16-bit floats are summed in float32 (an unrounded square
+        # each), and the norm rounded once
         return cast(norm(cast(x, _dt.float32), p, dims, keepdim), x.dtype)
     keepdim = bool(keepdim)
     if p == 2:
         return apply(Norm, x, dims, keepdim)
     if p == 0:
         return _sum(cast(ne(x, 0.0), x.dtype), dims, keepdim)
-    if p == 1:
-        return _sum(_abs(x), dims, keepdim)
+    if p == 1:  # the sum kernel accumulates 16-bit floats in float32
+        return as_dtype(_sum(_abs(x), dims, keepdim), x.dtype)
     if math.isinf(p):
         _check_nonempty("norm", x, dims, dim is not None)
-        return (amax if p > 0 else amin)(_abs(x), dims, keepdim)
+        return as_dtype((amax if p > 0 else amin)(_abs(x), dims, keepdim), x.dtype)
     return _pow(_sum(_pow(_abs(x), float(p)), dims, keepdim), 1.0 / p)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import autograd as _ag
+from .. import dtype as _dt
 from ..tensor import Tensor
 from ._registry import (
     OpSpec,
@@ -32,11 +33,27 @@ from ._registry import (
     register,
     traced,
 )
+from .layout import cast
 
 __all__: list[str] = []
 
 
 # ---- checks ------------------------------------------------------------------------------------
+
+
+_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def _through_float32(fn, *tensors):
+    """fn on float16/bfloat16 tensors computed by the float32 kernels: the operands cast to
+    float32 (None stays None), the results rounded once back to the operands' dtype. The
+    cells and the time loops do their own matrix products, so they run in float32 this way;
+    their gradients come back in the operands' dtype."""
+    dt = next(t.dtype for t in tensors if t is not None)
+    out = fn(*(None if t is None else cast(t, _dt.float32) for t in tensors))
+    if isinstance(out, tuple):
+        return tuple(cast(o, dt) for o in out)
+    return cast(out, dt)
 
 
 def _check_cell(op: str, gates: int, gates_x, gates_h, bias, state, state_name: str) -> tuple:
@@ -58,8 +75,9 @@ def _check_cell(op: str, gates: int, gates_x, gates_h, bias, state, state_name: 
     if bias is not None and bias.shape != (gates * hidden,):
         raise ValueError(f"{op}: bias must have shape ({gates * hidden},), got {bias.shape}")
     dtype = state.dtype
-    if dtype.name not in ("float32", "float64"):
-        raise TypeError(f"{op}: expected float32 or float64 tensors, got {dtype.name}")
+    if dtype.name not in _DTYPES:
+        raise TypeError(f"{op}: expected float16, bfloat16, float32 or float64 tensors, got "
+                        f"{dtype.name}")
     for name, t in (("gates_x", gates_x), ("gates_h", gates_h), ("bias", bias)):
         if t is not None and t.dtype is not dtype:
             raise TypeError(f"{op}: {name} has dtype {t.dtype.name} but {state_name} has "
@@ -160,7 +178,8 @@ def lstm_cell(gates_x: Tensor, gates_h: Tensor, bias: Tensor | None,
               c_prev: Tensor) -> tuple[Tensor, Tensor]:
     """One fused LSTM step from the gate pre-activations: gates_x, gates_h of shape
     (batch, 4 * hidden) (gate order i, f, g, o), bias (4 * hidden,) or None, c_prev
-    (batch, hidden). Returns (h, c).
+    (batch, hidden). Returns (h, c). float16/bfloat16 compute in float32 (see
+    _through_float32) and return their own dtype.
 
     Example:
         >>> import singa_tensor as st
@@ -170,6 +189,8 @@ def lstm_cell(gates_x: Tensor, gates_h: Tensor, bias: Tensor | None,
         ((2, 1), [[0.0], [0.0]])
     """
     _check_cell("lstm_cell", 4, gates_x, gates_h, bias, c_prev, "c_prev")
+    if c_prev.dtype.name in _DTYPES[:2]:
+        return _through_float32(lstm_cell, gates_x, gates_h, bias, c_prev)
     return apply(LSTMCellFused, gates_x, gates_h, bias, c_prev)
 
 
@@ -255,7 +276,8 @@ def _gru_grad_composed(gates_x, gates_h, bias_h, h_prev, dh) -> tuple:
 def gru_cell(gates_x: Tensor, gates_h: Tensor, bias_h: Tensor | None, h_prev: Tensor) -> Tensor:
     """One fused GRU step: gates_x (batch, 3 * hidden) the input side with its bias, gates_h
     (batch, 3 * hidden) the hidden side without bias, bias_h (3 * hidden,) or None, h_prev
-    (batch, hidden); gate order r, z, n. Returns h.
+    (batch, hidden); gate order r, z, n. Returns h. float16/bfloat16 compute in float32
+    (see _through_float32) and return their own dtype.
 
     Example:
         >>> import singa_tensor as st
@@ -264,6 +286,8 @@ def gru_cell(gates_x: Tensor, gates_h: Tensor, bias_h: Tensor | None, h_prev: Te
         [[0.5]]
     """
     _check_cell("gru_cell", 3, gates_x, gates_h, bias_h, h_prev, "h_prev")
+    if h_prev.dtype.name in _DTYPES[:2]:
+        return _through_float32(gru_cell, gates_x, gates_h, bias_h, h_prev)
     return apply(GRUCellFused, gates_x, gates_h, bias_h, h_prev)
 
 
@@ -579,7 +603,8 @@ def recurrent_sequence(mode: str, gates_x: Tensor, w_hh: Tensor, bias_h: Tensor 
     both biases included; GRU: b_ih), w_hh (G * hidden, hidden), bias_h (3 * hidden,) GRU's
     b_hh or None (None for the other modes), h0 and, for LSTM, c0 of shape (batch, hidden);
     reverse runs from the last step to the first. Returns (out (steps * batch, hidden), h_n)
-    and, for LSTM, c_n as well.
+    and, for LSTM, c_n as well. float16/bfloat16 run the float32 kernels through a cast (see
+    _through_float32) and return their own dtype.
 
     Example:
         >>> import singa_tensor as st
@@ -616,12 +641,17 @@ def recurrent_sequence(mode: str, gates_x: Tensor, w_hh: Tensor, bias_h: Tensor 
         if t is not None and t.shape != want:
             raise ValueError(f"{op}: {name} must have shape {want}, got {t.shape}")
     dtype = h0.dtype
-    if dtype.name not in ("float32", "float64"):
-        raise TypeError(f"{op}: expected float32 or float64 tensors, got {dtype.name}")
+    if dtype.name not in _DTYPES:
+        raise TypeError(f"{op}: expected float16, bfloat16, float32 or float64 tensors, got "
+                        f"{dtype.name}")
     for name, t in (("gates_x", gates_x), ("w_hh", w_hh), ("bias_h", bias_h), ("c0", c0)):
         if t is not None and t.dtype is not dtype:
             raise TypeError(f"{op}: {name} has dtype {t.dtype.name} but h0 has {dtype.name}")
     check_same_device(op, gates_x, w_hh, bias_h, h0, c0)
+    if dtype.name in _DTYPES[:2]:
+        return _through_float32(
+            lambda gx, w, b, h, c: recurrent_sequence(mode, gx, w, b, h, c, reverse),
+            gates_x, w_hh, bias_h, h0, c0)
     return apply(RecurrentSequence, gates_x, w_hh, bias_h, h0, c0, mode, bool(reverse))
 
 
@@ -630,17 +660,18 @@ RecurrentSequence.fn = staticmethod(recurrent_sequence)
 
 def sequence_kernel_applies(x: Tensor) -> bool:
     """Whether x's device has the whole-loop kernels for x's dtype (float32/float64 on the
-    CPU and CUDA backends).
+    CPU and CUDA backends; float16/bfloat16 run the float32 ones through a cast).
 
     Example:
         >>> import singa_tensor as st
         >>> from singa_tensor.ops.rnn import sequence_kernel_applies
         >>> sequence_kernel_applies(st.zeros(1)), sequence_kernel_applies(st.zeros(1).half())
-        (True, False)
+        (True, True)
     """
-    if x.dtype.name not in ("float32", "float64"):
+    if x.dtype.name not in _DTYPES:
         return False
-    return x._be.kernel(f"st_rnn_seq_forward_{x.dtype.suffix}") is not None
+    sfx = _dt.float32.suffix if x.dtype.name in _DTYPES[:2] else x.dtype.suffix
+    return x._be.kernel(f"st_rnn_seq_forward_{sfx}") is not None
 
 
 # ---- a whole recurrent layer stack, as ONNX sees it ----------------------------------------------

@@ -70,6 +70,8 @@ def _scatter_back(ctx, g: Tensor) -> Tensor:
     ScatterAdd, whose own backward is a gather, so double backward works)."""
     if not ctx.in_shape:
         return g
+    if g.dtype in _LOW:  # placed through float32: exact, every position is written once
+        return cast(_scatter_back(ctx, cast(g, _dt.float32)), g.dtype)
     zeros = _cr.zeros(ctx.in_shape, dtype=g.dtype, device=g.device)
     return apply(ScatterAdd, zeros, ctx.d, ctx.indices, g)
 
@@ -149,9 +151,6 @@ def sort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = Fals
     d = _dim("sort", x, dim)
     descending = _flag("sort", "descending", descending)
     _flag("sort", "stable", stable)
-    if x.dtype in _LOW:  # 16-bit floats order as float32 (exactly: the cast is lossless)
-        v, i = sort(cast(x, _dt.float32), d, descending)
-        return ValuesIndices(cast(v, x.dtype), i)
     return ValuesIndices(*apply(Sort, x, d, descending))
 
 
@@ -191,8 +190,6 @@ def argsort(x: Tensor, dim: int = -1, descending: bool = False, stable: bool = F
     d = _dim("argsort", x, dim)
     descending = _flag("argsort", "descending", descending)
     _flag("argsort", "stable", stable)
-    if x.dtype in _LOW:
-        x = cast(x, _dt.float32)
     # not detached: a detached input would reach the ONNX tracer as a constant
     return apply(Argsort, x, d, descending)
 
@@ -236,9 +233,6 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
     k = _k(x, d, k)
     largest = _flag("topk", "largest", largest)
     _flag("topk", "sorted", sorted)
-    if x.dtype in _LOW:
-        v, i = topk(cast(x, _dt.float32), k, d, largest)
-        return ValuesIndices(cast(v, x.dtype), i)
     return ValuesIndices(*apply(Topk, x, d, k, largest))
 
 
