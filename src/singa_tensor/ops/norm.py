@@ -218,11 +218,16 @@ def _batch_norm_backward_composed(x, weight, g, eps) -> tuple:
 
 def _fused_dtype(op: str, x: Tensor, weight, bias):
     """The dtype the fused kernels compute layer or group norm in, or None when the operands'
-    dtypes differ (the composition then applies the usual type promotion)."""
+    dtypes differ (the composition then applies the usual type promotion). A float16/bfloat16
+    input with float32 weight and bias (a float32 model under autocast) computes in float32
+    and returns the input's dtype, as PyTorch's mixed-type kernels do."""
     if not x.dtype.is_floating_point:
         raise TypeError(f"{op}: expected a floating-point input, got {x.dtype.name}")
-    for t in (weight, bias):
-        if t is not None and t.dtype is not x.dtype:
+    params = [t for t in (weight, bias) if t is not None]
+    if x.dtype in _LOW and params and all(t.dtype is _dt.float32 for t in params):
+        return _dt.float32
+    for t in params:
+        if t.dtype is not x.dtype:
             return None
     return x.dtype if x.dtype.name in ("float32", "float64") + _LOW_NAMES else _dt.float32
 
