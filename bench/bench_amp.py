@@ -7,6 +7,10 @@ default):
 - `gemm`: square matrix products (512, 1024, 2048) in float32 and bfloat16, our bfloat16
   product with oneDNN switched off (the library's own kernel: operands widened to float32 for
   sgemm) and a linear layer's forward + backward (three GEMMs and a bias sum) in both dtypes.
+- `train`: training steps of bench_train.py's MLP, CNN and Transformer LM (forward, backward,
+  SGD with momentum), float32 against the forward and loss under `autocast("cpu",
+  dtype=bfloat16)` in each library (PyTorch's CPU autocast on its side); each step's losses
+  are checked to be finite and falling before it is timed.
 
 The table of a section gives each row's median time in each library, ours/torch, and for the
 bfloat16 rows the bfloat16/float32 ratio within each library (below 1 means bfloat16 is
@@ -143,8 +147,42 @@ def gemm(lib: Lib, args) -> dict:
     return out
 
 
+# ---- train --------------------------------------------------------------------------------------
+
+# bench_train.py's models (same weights and data in both libraries), one step each: forward and
+# loss under autocast("cpu", dtype=bfloat16) against the same step in float32
+TRAIN_MODELS = ("MLP", "CNN", "Transformer LM")
+
+
+def train_rows():
+    rows = []
+    for key in TRAIN_MODELS:
+        name = next(m[0] for m in _bt.MODELS if m[0].startswith(key))
+        rows += [(f"{name} f32", None, None),
+                 (f"{name} bf16 autocast", f"{name} f32", None)]
+    return rows
+
+
+def train(lib: Lib, args) -> dict:
+    blib = _bt.Lib(lib.mod, lib.name)
+    out = {}
+    for i, m in enumerate(_bt.MODELS):
+        name, builder, batch, _ = m
+        if not any(name.startswith(k) for k in TRAIN_MODELS):
+            continue
+        for precision, tag in (("f32", "f32"), ("bf16", "bf16 autocast")):
+            _bt.PRECISION[0] = precision
+            step, _ = _bt.make_step(blib, builder, batch, seed=100 * i)
+            losses = [float(step().item()) for _ in range(_bt.CHECK_STEPS)]
+            _bt.check_losses(lib.name, f"{name} {tag}", losses)
+            out[f"{name} {tag}"] = median_time(step, warmup=args.warmup,
+                                               repeat=max(args.repeat, 5))
+        _bt.PRECISION[0] = "f32"
+    return out
+
+
 # section name -> (timing function, rows: [(row, float32 row it is compared with, flops)])
-SECTIONS = {"gemm": (gemm, gemm_rows)}
+SECTIONS = {"gemm": (gemm, gemm_rows), "train": (train, train_rows)}
 
 
 # ---- workers and the tables ---------------------------------------------------------------------
