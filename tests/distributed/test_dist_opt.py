@@ -255,3 +255,37 @@ def test_errors():
     with pytest.raises(ValueError, match="expected a dict from DistOpt.state_dict"):
         opt.load_state_dict({"state": {}})
     assert w.tolist() == [1.0, 1.0]  # nothing ran
+
+
+SCALER_BODY = """
+from singa_tensor import optim
+
+dist.init_process_group()
+rank = dist.get_rank()
+w = st.tensor([1.0, 2.0], requires_grad=True)
+opt = optim.DistOpt(optim.SGD([w], lr=0.1))
+scaler = st.amp.GradScaler("cpu", init_scale=64.0, growth_interval=1)
+seen = []
+for step in range(3):
+    loss = (w * w).sum()
+    if step == 1 and rank == 1:  # only this rank's gradient overflows
+        loss = loss * float("inf")
+    opt.backward_and_update(loss, scaler=scaler)
+    scaler.update()
+    seen.append([w.tolist(), scaler.get_scale()])
+# the flag itself is reduced over the group: one rank's inf is every rank's
+flag = opt._reduce_found_inf(st.tensor(float(rank == 1)))
+report([seen, flag.item()])
+"""
+
+
+@needs_mpi
+def test_grad_scaler_skips_a_step_on_every_rank_when_one_overflows():
+    res, _ = run(2, SCALER_BODY, timeout=50)
+    assert res[0] == res[1]  # the replicas stay equal
+    seen, flag = res[0]
+    assert flag == 1.0
+    (w0, s0), (w1, s1), (w2, s2) = seen
+    assert w1 == w0 and s1 == s0 / 2  # the step with an inf on rank 1 was skipped on rank 0 too
+    assert w2 != w1 and s2 == s1 * 2  # and the next clean step ran and grew the scale
+    np.testing.assert_allclose(w0, [0.8, 1.6], rtol=1e-6)
