@@ -113,9 +113,30 @@ def test_nested_regions_and_disabling():
 
 
 def test_a_cuda_region_leaves_cpu_tensors_alone():
-    with st.autocast("cuda"):
-        assert st.is_autocast_enabled("cuda") and not st.is_autocast_enabled("cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # without CUDA the region is off, with a warning
+        region = st.autocast("cuda")
+    with region:
+        assert st.is_autocast_enabled("cuda") == st.cuda.is_available()
+        assert not st.is_autocast_enabled("cpu")
         assert F.linear(_rand(4, 8), _rand(3, 8)).dtype is F32
+
+
+@pytest.mark.skipif(st.cuda.is_available(), reason="checks the behaviour without CUDA")
+def test_cuda_autocast_and_scaler_without_cuda_warn_and_are_off():
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        region = st.cuda.amp.autocast()
+    with region:
+        assert not st.is_autocast_enabled("cuda")
+    with pytest.warns(UserWarning, match="CUDA is not available"):
+        scaler = st.cuda.amp.GradScaler()
+    assert not scaler.is_enabled() and scaler.get_scale() == 1.0
+    w, opt = _one_param()
+    loss = (w * w).sum()
+    assert scaler.scale(loss) is loss  # a pass-through, as PyTorch's
+    loss.backward()
+    scaler.step(opt)
+    np.testing.assert_allclose(to_numpy(w), [0.8, 1.6], rtol=1e-6)
 
 
 def test_decorator_and_device_spellings():
@@ -133,9 +154,14 @@ def test_decorator_and_device_spellings():
 
     with cpu_autocast(dtype=st.float16):
         assert st.get_autocast_dtype("cpu") is F16
-    with autocast():
-        assert st.is_autocast_enabled() and st.get_autocast_gpu_dtype() is F16
-    assert GradScaler().get_scale() == 2.0 ** 16
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # without CUDA these are off, with a warning
+        region, scaler = autocast(), GradScaler(init_scale=8.0)
+    with region:
+        assert st.is_autocast_enabled() == st.cuda.is_available()
+        assert st.get_autocast_gpu_dtype() is F16
+    assert scaler.get_scale() == (8.0 if st.cuda.is_available() else 1.0)
+    assert st.amp.GradScaler("cpu").get_scale() == 2.0 ** 16
 
 
 def test_state_functions():

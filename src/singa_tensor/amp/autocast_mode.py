@@ -50,6 +50,12 @@ def is_autocast_available(device_type: str) -> bool:
     return device_type in DEVICE_TYPES
 
 
+def _cuda_available() -> bool:
+    from .. import cuda
+
+    return cuda.is_available()
+
+
 def _check_device_type(op: str, device_type) -> str:
     if not isinstance(device_type, str):
         raise TypeError(f"{op}: device_type must be a string such as 'cpu' or 'cuda', got "
@@ -188,7 +194,11 @@ class autocast:
         self.device = kind
         self.fast_dtype = _default_dtype[kind] if dtype is None else _dt.as_dtype(dtype)
         self._enabled = enabled
-        if enabled and self.fast_dtype not in _LOW:
+        if enabled and kind == "cuda" and not _cuda_available():
+            warnings.warn("autocast: device_type 'cuda' was asked for, but CUDA is not "
+                          "available; autocast is disabled", UserWarning, stacklevel=2)
+            self._enabled = False
+        if self._enabled and self.fast_dtype not in _LOW:
             warnings.warn(f"autocast on {kind}: the target dtype {self.fast_dtype.name} is not "
                           f"supported (use bfloat16 or float16); autocast is disabled",
                           UserWarning, stacklevel=2)

@@ -10,6 +10,7 @@ optimizer's check is one flag tensor, read once per step.
 from __future__ import annotations
 
 import enum
+import warnings
 from typing import Any
 
 from .. import dtype as _dt
@@ -40,7 +41,7 @@ class GradScaler:
     scale (PyTorch's `torch.amp.GradScaler`; `st.cuda.amp.GradScaler` is the CUDA one).
 
     `device` is where the scale lives ("cuda" by default, as in PyTorch; pass "cpu" for CPU
-    training). The scale starts at `init_scale`, is multiplied by `backoff_factor` after a step
+    training; a "cuda" scaler without CUDA warns and is disabled, as PyTorch's is). The scale starts at `init_scale`, is multiplied by `backoff_factor` after a step
     with inf/NaN gradients (that step is skipped) and by `growth_factor` after `growth_interval`
     consecutive clean steps. With `enabled=False` every method is a pass-through.
 
@@ -67,6 +68,13 @@ class GradScaler:
         if not isinstance(enabled, bool):
             raise TypeError(f"{op}: enabled must be a bool, got {type(enabled).__name__}")
         self._device = device
+        if enabled and device.split(":")[0] == "cuda":
+            from .. import cuda
+
+            if not cuda.is_available():  # PyTorch's rule: a CUDA scaler without CUDA is off
+                warnings.warn("GradScaler: device 'cuda' was asked for, but CUDA is not "
+                              "available; the scaler is disabled", UserWarning, stacklevel=2)
+                enabled = False
         self._enabled = enabled
         self._init_scale = _number(op, "init_scale", init_scale, 0.0)
         self._growth_factor = _number(op, "growth_factor", growth_factor, 1.0)
