@@ -515,7 +515,16 @@ def test_scaler_errors():
         s16.unscale_(hopt)
 
 
-def test_scaler_with_dist_opt_in_a_world_of_one():
+@pytest.fixture
+def world_of_one():
+    import singa_tensor.distributed as dist
+
+    yield
+    if dist.is_initialized():  # DistOpt made a world of one: leave none behind
+        dist.destroy_process_group()
+
+
+def test_scaler_with_dist_opt_in_a_world_of_one(world_of_one):
     w, opt = _one_param()
     dopt = optim.DistOpt(opt)
     scaler = st.amp.GradScaler("cpu", init_scale=512.0)
