@@ -377,8 +377,13 @@ def test_scaled_dot_product_attention(n, dtype):
     qf, kf, vf = (widened(t, requires_grad=True) for t in (q, k, v))
     out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     want = F.scaled_dot_product_attention(qf, kf, vf, is_causal=True)
-    # the composition rounds the scores and weights where its ops round them
-    assert_rounded_once(out, want, dtype, 4.0, msg="sdpa")
+    # the composition (short sequences) rounds the scores and weights where its ops round
+    # them, so an output that cancels to near zero is off by more ulps of itself: bound the
+    # error by 8 ulps of the 16-bit dtype at the output's scale
+    assert out.dtype is dtype
+    scale = float(np.abs(to_numpy(want)).max())
+    err = float(np.abs(to_numpy(out.float()) - to_numpy(want.detach())).max())
+    assert err <= 8 * float(st.finfo(dtype).eps) * scale, ("sdpa", err, scale)
     seed = low(_normal(2, n, 8), dtype)
     out.backward(seed)
     want.backward(seed.float())
