@@ -57,6 +57,65 @@ def test_products_run_in_the_low_dtype(name, dtype):
     assert err <= 8 * ulp * (np.abs(want).max() + 1), (name, err)
 
 
+def test_a_listed_composite_casts_once_at_its_entry(monkeypatch):
+    # PyTorch's autocast casts at the listed op and runs its body without casts: the fused
+    # attention path (long sequences) widens bfloat16 to float32 inside, and must not be cast
+    # back to bfloat16 on the way in to its float32 kernels
+    from singa_tensor.ops import attention_fused as af
+
+    n = int(np.ceil(np.sqrt(af.CPU_MIN_SCORES)))
+    q, k, v = (_rand(1, 2, n, 16, seed=s).requires_grad_() for s in range(3))
+    with st.autocast("cpu", dtype=BF16):
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert y.dtype is BF16
+    y.float().sum().backward()
+    assert q.grad.dtype is F32 and k.grad.dtype is F32 and v.grad.dtype is F32
+    want = F.scaled_dot_product_attention(*(t.detach().to(BF16) for t in (q, k, v)),
+                                          is_causal=True)
+    np.testing.assert_allclose(to_numpy(y.float()), to_numpy(want.float()), atol=2 ** -7)
+
+
+# each layer with the dtype of its output under a region: PyTorch's for the products and norms;
+# the recurrent layers run their time loops in float32 (their input projections in the low
+# dtype), where PyTorch's CPU LSTM returns the low dtype; so do the cells
+LAYERS = {
+    # the residual sums promote: float32 input + low-dtype sublayer is float32, as in PyTorch
+    "transformer": (lambda: nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True),
+                    lambda: _rand(2, 40, 32), F32),
+    "mha_long": (lambda: nn.MultiheadAttention(16, 2, batch_first=True),
+                 lambda: _rand(1, 80, 16), "low"),
+    "lstm": (lambda: nn.LSTM(8, 16, num_layers=2, batch_first=True), lambda: _rand(3, 7, 8),
+             F32),
+    "gru": (lambda: nn.GRU(8, 16, bidirectional=True), lambda: _rand(7, 3, 8), F32),
+    "lstm_cell": (lambda: nn.LSTMCell(8, 16), lambda: _rand(3, 8), F32),
+    "conv_bn": (lambda: nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8),
+                                      nn.ReLU(), nn.MaxPool2d(2)), lambda: _rand(2, 3, 8, 8),
+                "low"),
+}
+
+
+@pytest.mark.parametrize("dtype", [BF16, F16], ids=["bf16", "f16"])
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_layers_train_under_autocast(name, dtype):
+    build, data, out_dtype = LAYERS[name]
+    st.manual_seed(0)
+    layer = build()
+    x = data()
+    ref = layer(x, x, x)[0] if name == "mha_long" else layer(x)
+    ref = ref[0] if isinstance(ref, tuple) else ref
+    with st.autocast("cpu", dtype=dtype):
+        out = layer(x, x, x)[0] if name == "mha_long" else layer(x)
+        out = out[0] if isinstance(out, tuple) else out
+        loss = out.float().square().mean()
+    loss.backward()
+    assert out.dtype is (dtype if out_dtype == "low" else out_dtype), out.dtype
+    for p in layer.parameters():
+        assert p.grad is not None and p.grad.dtype is F32 and np.isfinite(to_numpy(p.grad)).all()
+    ulp = 2.0 ** -7 if dtype is BF16 else 2.0 ** -10
+    want = to_numpy(ref)
+    assert np.abs(to_numpy(out.float()) - want).max() <= 64 * ulp * (np.abs(want).max() + 1)
+
+
 LOSSES = {
     "cross_entropy": lambda x: F.cross_entropy(x, st.tensor([0, 1, 2, 0])),
     "nll_loss": lambda x: F.nll_loss(x, st.tensor([0, 1, 2, 0])),

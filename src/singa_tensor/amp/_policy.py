@@ -15,10 +15,12 @@ LOWER, FLOAT32, PROMOTE = "lower", "float32", "promote"
 
 # the ops that carry matrix products and convolutions, on both device types: the specs every
 # product runs (so a product inside any composite is lowered), and the composites PyTorch's
-# lists name as wholes (so their other inputs, such as addmm's added matrix, are cast too)
+# lists name as wholes (so their other inputs, such as addmm's added matrix, are cast too).
+# Specs whose kernels are float32/float64 only (the recurrent loops and cells, fused attention)
+# are not listed: their public functions run 16-bit inputs through float32 themselves, and a
+# listed composite's body (attention's) runs without further casts.
 _PRODUCTS = (
-    "matmul", "_linear_fused", "_planned_conv2d", "_recurrent_sequence", "_recurrent_matmul",
-    "_lstm_cell", "_gru_cell", "_scaled_dot_product_attention_fused",
+    "matmul", "_linear_fused", "_planned_conv2d",
     "linear", "mm", "bmm", "addmm", "baddbmm", "addbmm", "conv1d", "conv2d", "conv3d",
     "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu",
     "scaled_dot_product_attention",

@@ -89,16 +89,25 @@ class _State:
 
     # ---- what ops/_registry.py `apply` calls ----------------------------------------------------
     def cast_args(self, spec, args: tuple) -> tuple:
+        return self.cast_entry(spec, args)[0]
+
+    def cast_entry(self, spec, args: tuple) -> tuple:
+        """(args as this region casts them for spec, whether a rule of the lists applied): a
+        composite that a rule covers runs its body without autocast, as PyTorch's autocast
+        redispatches a listed op with itself excluded (the casts happen once, at the entry)."""
         device_type = None
         for a in args:
             if isinstance(a, Tensor):
                 device_type = a._device.type
                 break
         if device_type is None or not self.enabled.get(device_type):
-            return args
+            return args, False
         rule = _policy.policy(device_type, spec.name)
         if rule is None:
-            return args
+            return args, False
+        return self._cast_rule(rule, device_type, args), True
+
+    def _cast_rule(self, rule: str, device_type: str, args: tuple) -> tuple:
         if rule == _policy.LOWER:
             return self._cast_all(args, self.dtype[device_type], (_dt.float32,) + _LOW)
         if rule == _policy.FLOAT32:

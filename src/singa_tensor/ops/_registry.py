@@ -230,10 +230,18 @@ def apply(spec, *args, **attrs):
     return out
 
 
-def _autocast_args(name: str, args: tuple) -> tuple:
-    """A composite op's arguments as the autocast region of this thread casts them (amp/)."""
+def _autocast_call(name: str, fn: Callable, args: tuple, kwargs: dict):
+    """fn(*args, **kwargs) for composite op `name` in this thread's autocast region (amp/): its
+    arguments cast as the region's lists say and, when a list names it, its body run without
+    further casts (the ops inside see the dtypes its entry chose)."""
     state = _execution.autocast_state()
-    return args if state is None else state.cast_args(REGISTRY[name], args)
+    if state is None:
+        return fn(*args, **kwargs)
+    args, ruled = state.cast_entry(REGISTRY[name], args)
+    if not ruled:
+        return fn(*args, **kwargs)
+    with _execution.autocast_suspended():
+        return fn(*args, **kwargs)
 
 
 def _autocast_entry(name: str, fn: Callable) -> Callable:
@@ -243,7 +251,7 @@ def _autocast_entry(name: str, fn: Callable) -> Callable:
     @functools.wraps(fn)
     def run(*args, **kwargs):
         if _execution.autocast_count:
-            args = _autocast_args(name, args)
+            return _autocast_call(name, fn, args, kwargs)
         return fn(*args, **kwargs)
 
     return run
@@ -260,7 +268,10 @@ def traced(name: str):
         @functools.wraps(fn)
         def run(*args, **kwargs):
             if _execution.autocast_count:
-                args = _autocast_args(name, args)
+                return _autocast_call(name, body, args, kwargs)
+            return body(*args, **kwargs)
+
+        def body(*args, **kwargs):
             ex = _execution.running_count and execution()
             if not ex or not ex.tracing:
                 return fn(*args, **kwargs)

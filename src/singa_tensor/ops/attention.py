@@ -15,12 +15,12 @@ import math
 
 import numpy as np
 
-from .. import creation
+from .. import _execution, creation
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._registry import OpSpec, broadcast_shapes, check_same_device, register, traced
 from .attention_fused import scaled_dot_product_attention_fused, use_fused
-from .dense import _fusable, _linear_fused
+from .dense import _fusable, _linear_fused, linear
 from .elementwise import add, mul, where
 from .layout import cast, make_contiguous, permute, reshape, transpose
 from .linalg import matmul
@@ -311,6 +311,8 @@ ScaledDotProductAttention.onnx_export = classmethod(_sdpa_onnx)
 
 
 def _linear(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+    if _execution.autocast_count:  # the listed linear casts x, w and b together (amp/)
+        return linear(x, w, b)
     if _fusable(x, w, b):  # one op: the product reads w transposed, the bias starts each row
         return _linear_fused(x, w, b)
     y = matmul(x, transpose(w, 0, 1))
