@@ -103,62 +103,53 @@ void maxpool_index(const T* x, int64_t* idx, int64_t planes, const Geometry& g, 
 }  // namespace
 }  // namespace st
 
+// the geometry arguments of every kernel below, and the Geometry they give (c channels of h x w)
+#define ST_CONV_ARGS                                                                         \
+  int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t dh,         \
+      int64_t dw, int64_t oh, int64_t ow, void* stream
+#define ST_CONV_GEOMETRY(c) st::Geometry{c, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow}
+
+// im2col only moves bits (a zero is 0 in every float format), so one definition serves all
+#define ST_CUDA_DEF_IM2COL(sfx, T, _)                                                         \
+  void st_im2col_##sfx(const T* x, T* cols, int64_t b, int64_t c, int64_t h, int64_t w,       \
+                       ST_CONV_ARGS) {                                                        \
+    st::im2col<T>(x, cols, b, ST_CONV_GEOMETRY(c), stream);                                   \
+  }
+
 extern "C" {
-#define ST_CUDA_DEF_CONV(sfx, T, _)                                                            \
-  void st_im2col_##sfx(const T* x, T* cols, int64_t b, int64_t c, int64_t h, int64_t w,        \
-                       int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl,  \
-                       int64_t dh, int64_t dw, int64_t oh, int64_t ow, void* stream) {          \
-    st::im2col<T>(x, cols, b, st::Geometry{c, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow},   \
-                  stream);                                                                     \
-  }                                                                                            \
-  void st_col2im_##sfx(const T* cols, T* x, int64_t b, int64_t c, int64_t h, int64_t w,        \
-                       int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl,  \
-                       int64_t dh, int64_t dw, int64_t oh, int64_t ow, void* stream) {          \
-    st::col2im<T>(cols, x, b, st::Geometry{c, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow},   \
-                  stream);                                                                     \
-  }                                                                                            \
-  void st_maxpool2d_index_##sfx(const T* x, int64_t* idx, int64_t planes, int64_t h,           \
-                                int64_t w, int64_t kh, int64_t kw, int64_t sh, int64_t sw,     \
-                                int64_t pt, int64_t pl, int64_t dh, int64_t dw, int64_t oh,    \
-                                int64_t ow, void* stream) {                                    \
-    st::maxpool_index<T>(x, idx, planes,                                                       \
-                         st::Geometry{1, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow}, stream); \
+ST_FLOAT_HALF_TYPES(ST_CUDA_DEF_IM2COL, _)
+
+#define ST_CUDA_DEF_CONV(sfx, T, _)                                                           \
+  void st_col2im_##sfx(const T* cols, T* x, int64_t b, int64_t c, int64_t h, int64_t w,       \
+                       ST_CONV_ARGS) {                                                        \
+    st::col2im<T>(cols, x, b, ST_CONV_GEOMETRY(c), stream);                                   \
+  }                                                                                           \
+  void st_maxpool2d_index_##sfx(const T* x, int64_t* idx, int64_t planes, int64_t h,          \
+                                int64_t w, ST_CONV_ARGS) {                                    \
+    st::maxpool_index<T>(x, idx, planes, ST_CONV_GEOMETRY(1), stream);                        \
   }
 ST_FLOAT_TYPES(ST_CUDA_DEF_CONV, _)
 }
 
-// float16 / bfloat16: im2col only moves bits (a zero is 0 in both formats); col2im sums and
-// the pooling index compares in float32 (half.cuh)
+// float16 / bfloat16: col2im sums and the pooling index compares in float32 (half.cuh)
 #include "half.cuh"
 
 extern "C" {
-#define ST_CUDA_DEF_CONV_HALF(sfx, T, _)                                                       \
-  void st_im2col_##sfx(const T* x, T* cols, int64_t b, int64_t c, int64_t h, int64_t w,        \
-                       int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl,  \
-                       int64_t dh, int64_t dw, int64_t oh, int64_t ow, void* stream) {          \
-    st::im2col<T>(x, cols, b, st::Geometry{c, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow},   \
-                  stream);                                                                     \
-  }                                                                                            \
-  void st_col2im_##sfx(const T* cols, T* x, int64_t b, int64_t c, int64_t h, int64_t w,        \
-                       int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl,  \
-                       int64_t dh, int64_t dw, int64_t oh, int64_t ow, void* stream) {          \
-    const int64_t nx = b * c * h * w;                                                          \
-    st::cuda::Widened<ST_TAG_##sfx> cf(cols, b * c * kh * kw * oh * ow, stream);               \
-    st::cuda::FloatScratch xf(nx, stream);                                                     \
-    if (!cf.ok() || !xf.ok()) return;                                                          \
-    st::col2im<float>(cf.p, xf.p, b, st::Geometry{c, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, \
-                                                  ow}, stream);                                \
-    st::cuda::narrow<ST_TAG_##sfx>(xf.p, x, nx, stream);                                       \
-  }                                                                                            \
-  void st_maxpool2d_index_##sfx(const T* x, int64_t* idx, int64_t planes, int64_t h,           \
-                                int64_t w, int64_t kh, int64_t kw, int64_t sh, int64_t sw,     \
-                                int64_t pt, int64_t pl, int64_t dh, int64_t dw, int64_t oh,    \
-                                int64_t ow, void* stream) {                                    \
-    st::cuda::Widened<ST_TAG_##sfx> xf(x, planes * h * w, stream);                             \
-    if (!xf.ok()) return;                                                                      \
-    st::maxpool_index<float>(xf.p, idx, planes,                                                \
-                             st::Geometry{1, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow},    \
-                             stream);                                                          \
+#define ST_CUDA_DEF_CONV_HALF(sfx, T, _)                                                      \
+  void st_col2im_##sfx(const T* cols, T* x, int64_t b, int64_t c, int64_t h, int64_t w,       \
+                       ST_CONV_ARGS) {                                                        \
+    const int64_t nx = b * c * h * w;                                                         \
+    st::cuda::Widened<ST_TAG_##sfx> cf(cols, b * c * kh * kw * oh * ow, stream);              \
+    st::cuda::FloatScratch xf(nx, stream);                                                    \
+    if (!cf.ok() || !xf.ok()) return;                                                         \
+    st::col2im<float>(cf.p, xf.p, b, ST_CONV_GEOMETRY(c), stream);                            \
+    st::cuda::narrow<ST_TAG_##sfx>(xf.p, x, nx, stream);                                      \
+  }                                                                                           \
+  void st_maxpool2d_index_##sfx(const T* x, int64_t* idx, int64_t planes, int64_t h,          \
+                                int64_t w, ST_CONV_ARGS) {                                    \
+    st::cuda::Widened<ST_TAG_##sfx> xf(x, planes * h * w, stream);                            \
+    if (!xf.ok()) return;                                                                     \
+    st::maxpool_index<float>(xf.p, idx, planes, ST_CONV_GEOMETRY(1), stream);                 \
   }
 ST_HALF_TYPES(ST_CUDA_DEF_CONV_HALF, _)
 }

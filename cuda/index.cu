@@ -28,10 +28,26 @@ __global__ void index_select_kernel(const T* __restrict__ x, const int64_t* __re
   }
 }
 
+// A read-modify-write of a 1- or 2-byte element, atomic through a compare-and-swap of the
+// aligned 32-bit word that holds it: the word's other bytes are written back unchanged (CuPy
+// rounds allocations up to 512 bytes, so that word never leaves mapped memory). f maps the
+// element's old bits to its new ones.
+template <class E, class F>
+__device__ __forceinline__ void atomic_update_in_word(E* d, F f) {
+  constexpr unsigned kMask = (1u << (8 * sizeof(E))) - 1u;
+  uintptr_t a = reinterpret_cast<uintptr_t>(d);
+  unsigned int* word = reinterpret_cast<unsigned int*>(a & ~uintptr_t(3));
+  const unsigned shift = unsigned(a & 3) * 8u;
+  unsigned int old = *word, assumed;
+  do {
+    assumed = old;
+    const unsigned next = unsigned(f(E((assumed >> shift) & kMask))) & kMask;
+    old = atomicCAS(word, assumed, (assumed & ~(kMask << shift)) | (next << shift));
+  } while (assumed != old);
+}
+
 // Addition with the CPU's wrap-around for every dtype; u8 has no hardware atomic, so it is
-// added mod 256 inside the aligned 32-bit word that holds it (the other three bytes are
-// written back unchanged by the same compare-and-swap; CuPy rounds allocations up to 512
-// bytes, so that word never leaves mapped memory).
+// added mod 256 inside its word
 __device__ __forceinline__ void atomic_add(float* d, float v) { atomicAdd(d, v); }
 __device__ __forceinline__ void atomic_add(double* d, double v) { atomicAdd(d, v); }
 __device__ __forceinline__ void atomic_add(int32_t* d, int32_t v) { atomicAdd(d, v); }
@@ -39,31 +55,14 @@ __device__ __forceinline__ void atomic_add(int64_t* d, int64_t v) {
   atomicAdd(reinterpret_cast<unsigned long long*>(d), static_cast<unsigned long long>(v));
 }
 __device__ __forceinline__ void atomic_add(uint8_t* d, uint8_t v) {
-  uintptr_t a = reinterpret_cast<uintptr_t>(d);
-  unsigned int* word = reinterpret_cast<unsigned int*>(a & ~uintptr_t(3));
-  const unsigned shift = unsigned(a & 3) * 8u;
-  unsigned int old = *word, assumed;
-  do {
-    assumed = old;
-    unsigned int byte = ((assumed >> shift) + v) & 0xffu;
-    old = atomicCAS(word, assumed, (assumed & ~(0xffu << shift)) | (byte << shift));
-  } while (assumed != old);
+  atomic_update_in_word(d, [v](uint8_t cur) { return uint8_t(cur + v); });
 }
 
-// the 16-bit floats add in float and round once; the CAS works on the aligned 32-bit word that
-// holds the element (as for u8 above)
+// the 16-bit floats add in float and round once, inside their word
 template <class Tag>
 __device__ __forceinline__ void atomic_add_low(uint16_t* d, uint16_t v) {
-  uintptr_t a = reinterpret_cast<uintptr_t>(d);
-  unsigned int* word = reinterpret_cast<unsigned int*>(a & ~uintptr_t(3));
-  const unsigned shift = unsigned(a & 2) * 8u;
-  unsigned int old = *word, assumed;
-  do {
-    assumed = old;
-    const uint16_t cur = uint16_t(assumed >> shift);
-    const unsigned sum = cast_store<Tag>(cast_load<Tag>(cur) + cast_load<Tag>(v));
-    old = atomicCAS(word, assumed, (assumed & ~(0xffffu << shift)) | (sum << shift));
-  } while (assumed != old);
+  atomic_update_in_word(
+      d, [v](uint16_t cur) { return cast_store<Tag>(cast_load<Tag>(cur) + cast_load<Tag>(v)); });
 }
 
 // d + s in T, or in float rounded once for the 16-bit floats (Tag F16 or BF16)

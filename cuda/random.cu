@@ -16,14 +16,28 @@ namespace {
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 
-__global__ void uniform_f32_kernel(float* y, int64_t n, uint64_t seed, uint64_t offset,
-                                   double low, double span) {
+// How the float32-stream kernels store a value: as float, or rounded once to a 16-bit format
+// (the 16-bit floats take the float32 kernels' values)
+struct StoreFloat {
+  using type = float;
+  __device__ static float put(float v) { return v; }
+};
+template <class Tag>
+struct StoreLow {
+  using type = uint16_t;
+  __device__ static uint16_t put(float v) { return cast_store<Tag>(v); }
+};
+
+template <class Store>
+__global__ void uniform_f32_kernel(typename Store::type* y, int64_t n, uint64_t seed,
+                                   uint64_t offset, double low, double span) {
   const int64_t nb = (n + 3) / 4;
   for (int64_t b = thread_index(); b < nb; b += thread_count()) {
     Philox4 r = philox(seed, offset + uint64_t(b));
 #pragma unroll
     for (int l = 0; l < 4; ++l)
-      if (b * 4 + l < n) y[b * 4 + l] = float(__fma_rn(span, double(u01_f32(r.v[l])), low));
+      if (b * 4 + l < n)
+        y[b * 4 + l] = Store::put(float(__fma_rn(span, double(u01_f32(r.v[l])), low)));
   }
 }
 
@@ -50,15 +64,20 @@ __device__ __forceinline__ void box_muller(double u1, double u2, double mean, do
   if (i + 1 < n) y[i + 1] = T(__fma_rn(scale, sin(angle), mean));
 }
 
-__global__ void normal_f32_kernel(float* y, int64_t n, uint64_t seed, uint64_t offset,
-                                  double mean, double sd) {
+template <class Store>
+__global__ void normal_f32_kernel(typename Store::type* y, int64_t n, uint64_t seed,
+                                  uint64_t offset, double mean, double sd) {
   const int64_t nb = (n + 3) / 4;
   for (int64_t b = thread_index(); b < nb; b += thread_count()) {
     Philox4 r = philox(seed, offset + uint64_t(b));
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
       double u1 = 1.0 - double(u01_f32(r.v[2 * p])), u2 = double(u01_f32(r.v[2 * p + 1]));
-      box_muller(u1, u2, mean, sd, y, b * 4 + 2 * p, n);
+      float v[2];
+      box_muller(u1, u2, mean, sd, v, 0, 2);
+      const int64_t i = b * 4 + 2 * p;
+      if (i < n) y[i] = Store::put(v[0]);
+      if (i + 1 < n) y[i + 1] = Store::put(v[1]);
     }
   }
 }
@@ -70,38 +89,6 @@ __global__ void normal_f64_kernel(double* y, int64_t n, uint64_t seed, uint64_t 
     Philox4 r = philox(seed, offset + uint64_t(b));
     double u1 = 1.0 - u01_f64(r.v[0], r.v[1]), u2 = u01_f64(r.v[2], r.v[3]);
     box_muller(u1, u2, mean, sd, y, b * 2, n);
-  }
-}
-
-// the 16-bit floats: the float32 kernels' values, each rounded once
-template <class Tag>
-__global__ void uniform_low_kernel(uint16_t* y, int64_t n, uint64_t seed, uint64_t offset,
-                                   double low, double span) {
-  const int64_t nb = (n + 3) / 4;
-  for (int64_t b = thread_index(); b < nb; b += thread_count()) {
-    Philox4 r = philox(seed, offset + uint64_t(b));
-#pragma unroll
-    for (int l = 0; l < 4; ++l)
-      if (b * 4 + l < n)
-        y[b * 4 + l] = cast_store<Tag>(float(__fma_rn(span, double(u01_f32(r.v[l])), low)));
-  }
-}
-
-template <class Tag>
-__global__ void normal_low_kernel(uint16_t* y, int64_t n, uint64_t seed, uint64_t offset,
-                                  double mean, double sd) {
-  const int64_t nb = (n + 3) / 4;
-  for (int64_t b = thread_index(); b < nb; b += thread_count()) {
-    Philox4 r = philox(seed, offset + uint64_t(b));
-#pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      double u1 = 1.0 - double(u01_f32(r.v[2 * p])), u2 = double(u01_f32(r.v[2 * p + 1]));
-      float v[2];
-      box_muller(u1, u2, mean, sd, v, 0, 2);
-      const int64_t i = b * 4 + 2 * p;
-      if (i < n) y[i] = cast_store<Tag>(v[0]);
-      if (i + 1 < n) y[i + 1] = cast_store<Tag>(v[1]);
-    }
   }
 }
 
@@ -158,8 +145,8 @@ extern "C" {
 
 void st_uniform_f32(float* y, int64_t n, uint64_t seed, uint64_t offset, double low, double high,
                     void* stream) {
-  st::cuda::launch_1d(st::cuda::uniform_f32_kernel, (n + 3) / 4, stream, y, n, seed, offset, low,
-                      high - low);
+  st::cuda::launch_1d(st::cuda::uniform_f32_kernel<st::cuda::StoreFloat>, (n + 3) / 4, stream, y,
+                      n, seed, offset, low, high - low);
 }
 void st_uniform_f64(double* y, int64_t n, uint64_t seed, uint64_t offset, double low,
                     double high, void* stream) {
@@ -168,8 +155,8 @@ void st_uniform_f64(double* y, int64_t n, uint64_t seed, uint64_t offset, double
 }
 void st_normal_f32(float* y, int64_t n, uint64_t seed, uint64_t offset, double mean, double sd,
                    void* stream) {
-  st::cuda::launch_1d(st::cuda::normal_f32_kernel, (n + 3) / 4, stream, y, n, seed, offset, mean,
-                      sd);
+  st::cuda::launch_1d(st::cuda::normal_f32_kernel<st::cuda::StoreFloat>, (n + 3) / 4, stream, y,
+                      n, seed, offset, mean, sd);
 }
 void st_normal_f64(double* y, int64_t n, uint64_t seed, uint64_t offset, double mean, double sd,
                    void* stream) {
@@ -180,13 +167,13 @@ void st_normal_f64(double* y, int64_t n, uint64_t seed, uint64_t offset, double 
 #define ST_CUDA_DEF_RANDOM_LOW(sfx, T, _)                                                    \
   void st_uniform_##sfx(T* y, int64_t n, uint64_t seed, uint64_t offset, double low,          \
                         double high, void* stream) {                                          \
-    st::cuda::launch_1d(st::cuda::uniform_low_kernel<ST_TAG_##sfx>, (n + 3) / 4, stream, y, n, \
-                        seed, offset, low, high - low);                                       \
+    st::cuda::launch_1d(st::cuda::uniform_f32_kernel<st::cuda::StoreLow<ST_TAG_##sfx>>,       \
+                        (n + 3) / 4, stream, y, n, seed, offset, low, high - low);            \
   }                                                                                           \
   void st_normal_##sfx(T* y, int64_t n, uint64_t seed, uint64_t offset, double mean,          \
                        double sd, void* stream) {                                             \
-    st::cuda::launch_1d(st::cuda::normal_low_kernel<ST_TAG_##sfx>, (n + 3) / 4, stream, y, n,  \
-                        seed, offset, mean, sd);                                              \
+    st::cuda::launch_1d(st::cuda::normal_f32_kernel<st::cuda::StoreLow<ST_TAG_##sfx>>,        \
+                        (n + 3) / 4, stream, y, n, seed, offset, mean, sd);                   \
   }
 ST_HALF_TYPES(ST_CUDA_DEF_RANDOM_LOW, _)
 

@@ -42,17 +42,19 @@ void copy_block(const T* x, T* y, int64_t len) {
   for (int64_t i = 0; i < len; ++i) y[i] = x[i];
 }
 
-// elements [s, s + len) of an input read at (i / inner) % period, in runs: consecutive
-// elements when inner == 1, one repeated value otherwise
-template <class T>
-void load_block(const T* in, int64_t inner, int64_t period, int64_t s, int64_t len, T* y) {
+// elements [s, s + len) of an input read at (i / inner) % period into y, in runs: consecutive
+// elements when inner == 1 (`run(src, dst, m)` converts m of them), one repeated value otherwise
+// (`one(x)` converts it)
+template <class S, class T, class Run, class One>
+void load_runs(const S* in, int64_t inner, int64_t period, int64_t s, int64_t len, T* y, Run run,
+               One one) {
   if (period == 1) {
-    fill_block(y, len, in[0]);
+    fill_block(y, len, one(in[0]));
   } else if (inner == 1) {
     int64_t pos = s % period;
     for (int64_t i = 0; i < len;) {
       int64_t m = std::min(len - i, period - pos);
-      copy_block(in + pos, y + i, m);
+      run(in + pos, y + i, m);
       i += m;
       pos = 0;
     }
@@ -61,11 +63,43 @@ void load_block(const T* in, int64_t inner, int64_t period, int64_t s, int64_t l
     int64_t idx = (s / inner) % period;
     for (int64_t i = 0; i < len;) {
       int64_t m = std::min(len - i, inner - r);
-      fill_block(y + i, m, in[idx]);
+      fill_block(y + i, m, one(in[idx]));
       i += m;
       r = 0;
       if (++idx == period) idx = 0;
     }
+  }
+}
+
+template <class T>
+void load_block(const T* in, int64_t inner, int64_t period, int64_t s, int64_t len, T* y) {
+  load_runs(in, inner, period, s, len, y, copy_block<T>, [](T x) { return x; });
+}
+
+// The arithmetic instructions over one block: a constant (consts[b]), a unary op of register a
+// (parameters consts[b], consts[b + 1]) or a binary op of registers a and b; reg(i) is register
+// i's lanes.
+template <class T, class Reg>
+inline void compute_block(int32_t op, int32_t a, int32_t b, const T* consts, Reg reg, T* dst,
+                          int64_t len) {
+  switch (op) {
+    case ST_FUSED_CONST:
+      fill_block(dst, len, consts[b]);
+      break;
+#define ST_FUSED_UNARY_CASE(name, _)                                               \
+  case ST_FUSED_U_##name:                                                          \
+    unary_block<T, fn::name>(reg(a), dst, len, consts[b], consts[b + 1]);          \
+    break;
+    ST_UNARY_FLOAT_OPS(ST_FUSED_UNARY_CASE, _)
+#undef ST_FUSED_UNARY_CASE
+#define ST_FUSED_BINARY_CASE(name, _)                                              \
+  case ST_FUSED_B_##name:                                                          \
+    binary_block<T, fn::name>(reg(a), reg(b), dst, len);                           \
+    break;
+    ST_FUSED_BINARY_OPS(ST_FUSED_BINARY_CASE, _)
+#undef ST_FUSED_BINARY_CASE
+    default:  // Python only emits the opcodes above and the loads
+      break;
   }
 }
 
@@ -99,22 +133,8 @@ void run_block(const int32_t* prog, int64_t ninstr, const T* consts,
         load_block(in, inner, period, s, len, dst);
         break;
       }
-      case ST_FUSED_CONST:
-        fill_block(dst, len, consts[b]);
-        break;
-#define ST_FUSED_UNARY_CASE(op, _)                                                 \
-  case ST_FUSED_U_##op:                                                            \
-    unary_block<T, fn::op>(r.at[a], dst, len, consts[b], consts[b + 1]);           \
-    break;
-      ST_UNARY_FLOAT_OPS(ST_FUSED_UNARY_CASE, _)
-#undef ST_FUSED_UNARY_CASE
-#define ST_FUSED_BINARY_CASE(op, _)                                                \
-  case ST_FUSED_B_##op:                                                            \
-    binary_block<T, fn::op>(r.at[a], r.at[b], dst, len);                           \
-    break;
-      ST_FUSED_BINARY_OPS(ST_FUSED_BINARY_CASE, _)
-#undef ST_FUSED_BINARY_CASE
-      default:  // Python only emits the opcodes above
+      default:
+        compute_block(ins[0], a, b, consts, [&r](int32_t i) { return r.at[i]; }, dst, len);
         break;
     }
     r.at[d] = dst;
@@ -160,27 +180,10 @@ struct LowRegisters {
 template <class Tag>
 void load_block_low(const uint16_t* in, int64_t inner, int64_t period, int64_t s, int64_t len,
                     float* y) {
-  if (period == 1) {
-    fill_block(y, len, cast_load<Tag>(in[0]));
-  } else if (inner == 1) {
-    int64_t pos = s % period;
-    for (int64_t i = 0; i < len;) {
-      int64_t m = std::min(len - i, period - pos);
-      widen<Tag>(in + pos, 1, y + i, m);
-      i += m;
-      pos = 0;
-    }
-  } else {
-    int64_t r = s % inner;
-    int64_t idx = (s / inner) % period;
-    for (int64_t i = 0; i < len;) {
-      int64_t m = std::min(len - i, inner - r);
-      fill_block(y + i, m, cast_load<Tag>(in[idx]));
-      i += m;
-      r = 0;
-      if (++idx == period) idx = 0;
-    }
-  }
+  load_runs(
+      in, inner, period, s, len, y,
+      [](const uint16_t* x, float* out, int64_t m) { widen<Tag>(x, 1, out, m); },
+      [](uint16_t x) { return cast_load<Tag>(x); });
 }
 
 template <class Tag>
@@ -196,22 +199,9 @@ void run_block_low(const int32_t* prog, int64_t ninstr, const float* consts,
         load_block_low<Tag>(static_cast<const uint16_t*>(inputs[a]), in_shape[2 * a],
                             in_shape[2 * a + 1], s, len, dst);
         continue;  // already in the format
-      case ST_FUSED_CONST:
-        fill_block(dst, len, consts[b]);
-        break;
-#define ST_FUSED_UNARY_CASE(op, _)                                                 \
-  case ST_FUSED_U_##op:                                                            \
-    unary_block<float, fn::op>(r.own[a], dst, len, consts[b], consts[b + 1]);      \
-    break;
-      ST_UNARY_FLOAT_OPS(ST_FUSED_UNARY_CASE, _)
-#undef ST_FUSED_UNARY_CASE
-#define ST_FUSED_BINARY_CASE(op, _)                                                \
-  case ST_FUSED_B_##op:                                                            \
-    binary_block<float, fn::op>(r.own[a], r.own[b], dst, len);                     \
-    break;
-      ST_FUSED_BINARY_OPS(ST_FUSED_BINARY_CASE, _)
-#undef ST_FUSED_BINARY_CASE
-      default:  // Python only emits the opcodes above
+      default:
+        compute_block(ins[0], a, b, consts, [&r](int32_t i) -> const float* { return r.own[i]; },
+                      dst, len);
         break;
     }
     round_through<Tag>(dst, len);

@@ -88,30 +88,9 @@ void index_add(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny
 }  // namespace st
 
 extern "C" {
+// the sums add in the element's format (ST_TAG_<suffix>): the 16-bit floats in float, rounded
+// once; the copies move bits
 #define ST_DEF_INDEX(sfx, T, _)                                                                \
-  void st_gather_##sfx(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t nx,        \
-                       int64_t ni, int64_t inner) {                                            \
-    st::gather<T>(x, idx, y, outer, nx, ni, inner);                                            \
-  }                                                                                            \
-  void st_scatter_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny,     \
-                        int64_t ni, int64_t inner) {                                           \
-    st::scatter<T, false>(src, idx, y, outer, ny, ni, inner);                                  \
-  }                                                                                            \
-  void st_scatter_add_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny, \
-                            int64_t ni, int64_t inner) {                                       \
-    st::scatter<T, true>(src, idx, y, outer, ny, ni, inner);                                   \
-  }                                                                                            \
-  void st_index_select_##sfx(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t nx,  \
-                             int64_t ni, int64_t inner) {                                      \
-    st::index_select<T>(x, idx, y, outer, nx, ni, inner);                                      \
-  }                                                                                            \
-  void st_index_add_##sfx(const T* src, const int64_t* idx, T* y, int64_t outer, int64_t ny,   \
-                          int64_t ni, int64_t inner) {                                         \
-    st::index_add<T>(src, idx, y, outer, ny, ni, inner);                                       \
-  }
-ST_ALL_TYPES(ST_DEF_INDEX, _)
-// the 16-bit floats: the copies move bits; the sums add in float and round once
-#define ST_DEF_INDEX_LOW(sfx, T, _)                                                            \
   void st_gather_##sfx(const T* x, const int64_t* idx, T* y, int64_t outer, int64_t nx,        \
                        int64_t ni, int64_t inner) {                                            \
     st::gather<T>(x, idx, y, outer, nx, ni, inner);                                            \
@@ -132,7 +111,8 @@ ST_ALL_TYPES(ST_DEF_INDEX, _)
                           int64_t ni, int64_t inner) {                                         \
     st::index_add<T, ST_TAG_##sfx>(src, idx, y, outer, ny, ni, inner);                         \
   }
-ST_HALF_TYPES(ST_DEF_INDEX_LOW, _)
+ST_ALL_TYPES(ST_DEF_INDEX, _)
+ST_HALF_TYPES(ST_DEF_INDEX, _)
 
 int64_t st_nonzero_u8(const uint8_t* x, int64_t n, int64_t* out, int64_t cap) {
   int64_t c = 0;

@@ -62,6 +62,19 @@ void bn_apply(const T* x, const T* mean, const T* var, const T* w, const T* b, T
   });
 }
 
+// batch norm's backward sums over one run of a channel: s1 += sum dy, s2 += sum dy (x - mean)
+template <class T>
+inline void add_dy_sums(const T* xr, const T* gr, int64_t inner, T m, double& s1, double& s2) {
+  T a1 = 0, a2 = 0;
+#pragma omp simd reduction(+ : a1, a2)
+  for (int64_t i = 0; i < inner; ++i) {
+    a1 += gr[i];
+    a2 += gr[i] * (xr[i] - m);
+  }
+  s1 += double(a1);
+  s2 += double(a2);
+}
+
 template <class T>
 void bn_backward(const T* x, const T* dy, const T* mean, const T* var, const T* w, T* dx, T* dw,
                  T* db, int64_t outer, int64_t c, int64_t inner, double eps) {
@@ -71,16 +84,7 @@ void bn_backward(const T* x, const T* dy, const T* mean, const T* var, const T* 
       const T m = mean[ch];
       double s1 = 0, s2 = 0;
       for (int64_t o = 0; o < outer; ++o) {
-        const T* xr = x + (o * c + ch) * inner;
-        const T* gr = dy + (o * c + ch) * inner;
-        T a1 = 0, a2 = 0;
-#pragma omp simd reduction(+ : a1, a2)
-        for (int64_t i = 0; i < inner; ++i) {
-          a1 += gr[i];
-          a2 += gr[i] * (xr[i] - m);
-        }
-        s1 += double(a1);
-        s2 += double(a2);
+        add_dy_sums(x + (o * c + ch) * inner, dy + (o * c + ch) * inner, inner, m, s1, s2);
       }
       const double is = 1 / std::sqrt(double(var[ch]) + eps);
       invstd[ch] = T(is);
@@ -464,16 +468,8 @@ void bn_backward_half(const uint16_t* x, const uint16_t* dy, const float* mean, 
       for (int64_t ch = cb; ch < ce; ++ch) {
         const float m = mean[ch];
         for (int64_t o = 0; o < cnt; ++o) {
-          const float* xr = xs + (o * c + ch) * inner;
-          const float* gr = gs + (o * c + ch) * inner;
-          float a1 = 0, a2 = 0;
-#pragma omp simd reduction(+ : a1, a2)
-          for (int64_t i = 0; i < inner; ++i) {
-            a1 += gr[i];
-            a2 += gr[i] * (xr[i] - m);
-          }
-          s1[ch] += double(a1);
-          s2[ch] += double(a2);
+          add_dy_sums(xs + (o * c + ch) * inner, gs + (o * c + ch) * inner, inner, m, s1[ch],
+                      s2[ch]);
         }
       }
     });

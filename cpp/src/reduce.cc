@@ -662,38 +662,34 @@ ST_HALF_TYPES(ST_DEF_REDUCE_HALF_T, _)
 #define ST_DEF_ARG_HALF_T(sfx, T, _) ST_ARG_REDUCE_OPS(ST_DEF_ARG_HALF, sfx, T)
 ST_HALF_TYPES(ST_DEF_ARG_HALF_T, _)
 
-#define ST_DEF_SOFTMAX_HALF(op, sfx, T)                                                     \
-  void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {         \
-    st::map_half<ST_TAG_##sfx>(x, y, outer, n * inner, n * inner,                           \
-                               [&](const float* xf, float* yf, int64_t cnt) {               \
-                                 st::softmax<float, ST_LOG_##op>(xf, yf, cnt, n, inner);    \
-                               });                                                          \
+// the row kernels on widened slabs of (outer, n, inner): x's slab of in_len elements in float,
+// the float kernel (the rest of the arguments, on xf, yf and cnt rows) writes y's slab of out_len
+#define ST_HALF_ROWS(sfx, in_len, out_len, ...)                                               \
+  st::map_half<ST_TAG_##sfx>(x, y, outer, in_len, out_len,                                    \
+                             [&](const float* xf, float* yf, int64_t cnt) { __VA_ARGS__; })
+
+#define ST_DEF_SOFTMAX_HALF(op, sfx, T)                                                       \
+  void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {           \
+    ST_HALF_ROWS(sfx, n * inner, n * inner,                                                   \
+                 st::softmax<float, ST_LOG_##op>(xf, yf, cnt, n, inner));                     \
   }
 #define ST_DEF_SOFTMAX_HALF_T(sfx, T, _) ST_SCAN_FLOAT_OPS(ST_DEF_SOFTMAX_HALF, sfx, T)
 ST_HALF_TYPES(ST_DEF_SOFTMAX_HALF_T, _)
 
-#define ST_DEF_SCAN_HALF(op, sfx, T)                                                        \
-  void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {         \
-    st::map_half<ST_TAG_##sfx>(x, y, outer, n * inner, n * inner,                           \
-                               [&](const float* xf, float* yf, int64_t cnt) {               \
-                                 st::scan<float, ST_PROD_##op>(xf, yf, cnt, n, inner);      \
-                               });                                                          \
+#define ST_DEF_SCAN_HALF(op, sfx, T)                                                          \
+  void st_##op##_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {           \
+    ST_HALF_ROWS(sfx, n * inner, n * inner,                                                   \
+                 st::scan<float, ST_PROD_##op>(xf, yf, cnt, n, inner));                       \
   }
 #define ST_DEF_SCAN_HALF_T(sfx, T, _) ST_SCAN_OPS(ST_DEF_SCAN_HALF, sfx, T)
 ST_HALF_TYPES(ST_DEF_SCAN_HALF_T, _)
 
-#define ST_DEF_FLOAT_REDUCE_HALF(sfx, T, _)                                                    \
-  void st_logsumexp_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {         \
-    st::map_half<ST_TAG_##sfx>(x, y, outer, n * inner, inner,                                  \
-                               [&](const float* xf, float* yf, int64_t cnt) {                  \
-                                 st::logsumexp<float>(xf, yf, cnt, n, inner);                  \
-                               });                                                             \
-  }                                                                                            \
-  void st_var_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, double corr) {  \
-    st::map_half<ST_TAG_##sfx>(x, y, outer, n * inner, inner,                                  \
-                               [&](const float* xf, float* yf, int64_t cnt) {                  \
-                                 st::variance<float>(xf, yf, cnt, n, inner, corr);             \
-                               });                                                             \
+#define ST_DEF_FLOAT_REDUCE_HALF(sfx, T, _)                                                   \
+  void st_logsumexp_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {        \
+    ST_HALF_ROWS(sfx, n * inner, inner, st::logsumexp<float>(xf, yf, cnt, n, inner));         \
+  }                                                                                           \
+  void st_var_##sfx(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, double corr) { \
+    ST_HALF_ROWS(sfx, n * inner, inner, st::variance<float>(xf, yf, cnt, n, inner, corr));    \
   }
 ST_HALF_TYPES(ST_DEF_FLOAT_REDUCE_HALF, _)
 
