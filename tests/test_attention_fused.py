@@ -275,3 +275,50 @@ def test_causal_multihead_attention_without_weights_takes_the_fused_path(fused_c
     want, _ = mha(x, x, x, need_weights=False, attn_mask=mask)
     assert len(fused_calls) == 1  # an explicit mask: the composition
     assert_close(to_numpy(got), to_numpy(want), np.float32)
+
+
+@pytest.mark.parametrize("dtype", [st.bfloat16, st.float16], ids=["bf16", "f16"])
+def test_16_bit_kernels_round_the_float32_results_once(dtype):
+    # the CPU's 16-bit kernels widen groups of batch entries into float32 (9 entries of this
+    # size make 2 groups forward and 3 backward) and round each result once; the row
+    # statistics stay float32
+    if DEVICE != "cpu":
+        pytest.skip("the 16-bit fused kernels are the CPU backend's; other backends cast")
+    assert attention_fused._native(st.zeros(1, dtype=dtype))
+    arrays = [a.astype(np.float32) for a in qkv((9,), 256, 256, 128, 128)]
+    ts = [st.tensor(a).to(dtype).requires_grad_() for a in arrays]
+    wide = [t.detach().float().requires_grad_() for t in ts]
+    out = scaled_dot_product_attention_fused(*ts, is_causal=True)
+    want = scaled_dot_product_attention_fused(*wide, is_causal=True)
+    assert out.dtype is dtype
+    grad = RNG.standard_normal((9, 256, 128)).astype(np.float32)
+    g16 = st.tensor(grad).to(dtype)
+    out.backward(g16)
+    want.backward(g16.float())
+    eps = float(st.finfo(dtype).eps)
+    g, r = to_numpy(out.float()), to_numpy(want.detach())
+    # the output: one rounding (half an ulp) of a float32 result whose summation order may
+    # differ from the whole-batch float32 call's in the last float32 bits
+    np.testing.assert_array_less(np.abs(g - r), eps * np.abs(r) + 1e-6 * np.abs(r).max())
+    for t, w in zip(ts, wide):
+        assert t.grad.dtype is dtype
+        g, r = to_numpy(t.grad.float()), to_numpy(w.grad)
+        # the backward reads the rounded output (delta = sum dout * out), so the gradients'
+        # cancelling terms differ by the 16-bit rounding at the gradient's scale, beside the
+        # final rounding of each element
+        np.testing.assert_array_less(np.abs(g - r), eps * np.abs(r) + 4 * eps * np.abs(r).max())
+
+
+def test_16_bit_kernels_keep_float32_statistics(monkeypatch):
+    seen = {}
+    real = ScaledDotProductAttentionFused.forward
+
+    def spy(ctx, *args, **attrs):
+        out = real(ctx, *args, **attrs)
+        seen["lse"] = ctx.lse.dtype
+        return out
+
+    monkeypatch.setattr(ScaledDotProductAttentionFused, "forward", staticmethod(spy))
+    q = st.randn(2, 40, 8).to(st.bfloat16)
+    scaled_dot_product_attention_fused(q, q, q)
+    assert seen["lse"] is st.float32  # natively, or from the float32 kernels after a cast

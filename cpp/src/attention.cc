@@ -10,6 +10,7 @@
 
 #include "blas.h"
 #include "common.h"
+#include "half.h"
 
 namespace st {
 namespace {
@@ -226,6 +227,90 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
   });
 }
 
+// ---- float16 / bfloat16: groups of whole batch entries are widened into float buffers of about
+// kAttnChunk elements, the float kernels above run on them, and the results are rounded once.
+// The row statistics (lse, delta) stay float. Memory holds one group, never a float copy of
+// the tensors.
+constexpr int64_t kAttnChunk = int64_t(1) << 20;
+
+inline int64_t entries_per_group(int64_t per_entry, int64_t batch) {
+  const int64_t fit = kAttnChunk / std::max<int64_t>(per_entry, 1);
+  return std::max<int64_t>(1, std::min<int64_t>(batch, fit));
+}
+
+// widen `count` elements of x starting at element `first` into y (threads share the copy)
+template <class Tag>
+void widen_part(const uint16_t* x, int64_t first, int64_t count, float* y) {
+  for_each_block(count, 1,
+                 [&](int64_t s, int64_t len) { widen<Tag>(x + first + s, y + s, len); });
+}
+
+template <class Tag>
+void narrow_part(const float* x, int64_t count, uint16_t* y, int64_t first) {
+  for_each_block(count, 1,
+                 [&](int64_t s, int64_t len) { narrow<Tag>(x + s, y + first + s, len); });
+}
+
+// One tensor of a 16-bit call: its elements per batch entry, read from `in` (widened) and/or
+// written to `out` (rounded) around each group
+struct Part {
+  const uint16_t* in;
+  uint16_t* out;
+  int64_t per;
+};
+
+// fn(f, b0, cnt) for groups of cnt batch entries from b0: f[i] holds part i's elements of the
+// group in float32, widened before and rounded back after, as the part says
+template <class Tag, size_t N, class F>
+void by_entry_groups(int64_t batch, const Part (&parts)[N], F&& fn) {
+  int64_t per = 0;
+  for (const Part& p : parts) per += p.per;
+  const int64_t g = entries_per_group(per, batch);
+  std::vector<float> buf(static_cast<size_t>(g * per));
+  float* f[N];
+  f[0] = buf.data();
+  for (size_t i = 1; i < N; ++i) f[i] = f[i - 1] + g * parts[i - 1].per;
+  for (int64_t b0 = 0; b0 < batch; b0 += g) {
+    const int64_t cnt = std::min(g, batch - b0);
+    for (size_t i = 0; i < N; ++i)
+      if (parts[i].in) widen_part<Tag>(parts[i].in, b0 * parts[i].per, cnt * parts[i].per, f[i]);
+    fn(f, b0, cnt);
+    for (size_t i = 0; i < N; ++i)
+      if (parts[i].out)
+        narrow_part<Tag>(f[i], cnt * parts[i].per, parts[i].out, b0 * parts[i].per);
+  }
+}
+
+template <class Tag>
+void attention_half(const uint16_t* q, const uint16_t* k, const uint16_t* v, uint16_t* out,
+                    float* lse, const AttentionDims& d, float scale) {
+  const int64_t nq = d.l * d.e, nk = d.s * d.e, nv = d.s * d.ev, no = d.l * d.ev;
+  const Part parts[] = {
+      {q, nullptr, nq}, {k, nullptr, nk}, {v, nullptr, nv}, {nullptr, out, no}};
+  by_entry_groups<Tag>(d.batch, parts, [&](float* const* f, int64_t b0, int64_t cnt) {
+    AttentionDims dg = d;
+    dg.batch = cnt;
+    attention<float>(f[0], f[1], f[2], f[3], lse + b0 * d.l, dg, scale);
+  });
+}
+
+template <class Tag>
+void attention_backward_half(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                             const uint16_t* out, const uint16_t* dout, const float* lse,
+                             float* delta, uint16_t* dq, uint16_t* dk, uint16_t* dv,
+                             const AttentionDims& d, float scale) {
+  const int64_t nq = d.l * d.e, nk = d.s * d.e, nv = d.s * d.ev, no = d.l * d.ev;
+  const Part parts[] = {{q, nullptr, nq},    {k, nullptr, nk},     {v, nullptr, nv},
+                        {out, nullptr, no},  {dout, nullptr, no},  {nullptr, dq, nq},
+                        {nullptr, dk, nk},   {nullptr, dv, nv}};
+  by_entry_groups<Tag>(d.batch, parts, [&](float* const* f, int64_t b0, int64_t cnt) {
+    AttentionDims dg = d;
+    dg.batch = cnt;
+    attention_backward<float>(f[0], f[1], f[2], f[3], f[4], lse + b0 * d.l, delta + b0 * d.l,
+                              f[5], f[6], f[7], dg, scale);
+  });
+}
+
 }  // namespace
 }  // namespace st
 
@@ -244,3 +329,21 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
                            st::AttentionDims{batch, l, s, e, ev, causal != 0}, T(scale));      \
   }
 ST_FLOAT_TYPES(ST_DEF_ATTENTION, _)
+
+#define ST_DEF_ATTENTION_HALF(sfx, T, _)                                                       \
+  void st_attention_##sfx(const T* q, const T* k, const T* v, T* out, float* lse,             \
+                          int64_t batch, int64_t l, int64_t s, int64_t e, int64_t ev,         \
+                          double scale, int32_t causal) {                                     \
+    st::attention_half<ST_TAG_##sfx>(q, k, v, out, lse,                                       \
+                                     st::AttentionDims{batch, l, s, e, ev, causal != 0},      \
+                                     float(scale));                                           \
+  }                                                                                           \
+  void st_attention_backward_##sfx(const T* q, const T* k, const T* v, const T* out,          \
+                                   const T* dout, const float* lse, float* delta, T* dq,      \
+                                   T* dk, T* dv, int64_t batch, int64_t l, int64_t s,         \
+                                   int64_t e, int64_t ev, double scale, int32_t causal) {     \
+    st::attention_backward_half<ST_TAG_##sfx>(                                                \
+        q, k, v, out, dout, lse, delta, dq, dk, dv,                                           \
+        st::AttentionDims{batch, l, s, e, ev, causal != 0}, float(scale));                    \
+  }
+ST_HALF_TYPES(ST_DEF_ATTENTION_HALF, _)

@@ -464,6 +464,19 @@ ST_FLOAT_TYPES(ST_DECL_RNN_SEQ, _)
                                    int64_t batch, int64_t l, int64_t s, int64_t e, int64_t ev, \
                                    double scale, int32_t causal ST_S);
 ST_FLOAT_TYPES(ST_DECL_ATTENTION, _)
+#ifndef ST_CUDA_ABI
+/* float16/bfloat16 (CPU): the same, with the row statistics lse and delta in float32; groups
+ * of whole batch entries are computed in float32 and rounded once */
+#define ST_DECL_ATTENTION_HALF(sfx, T, _)                                                      \
+  void st_attention_##sfx(const T* q, const T* k, const T* v, T* out, float* lse,             \
+                          int64_t batch, int64_t l, int64_t s, int64_t e, int64_t ev,         \
+                          double scale, int32_t causal);                                      \
+  void st_attention_backward_##sfx(const T* q, const T* k, const T* v, const T* out,          \
+                                   const T* dout, const float* lse, float* delta, T* dq,      \
+                                   T* dk, T* dv, int64_t batch, int64_t l, int64_t s,         \
+                                   int64_t e, int64_t ev, double scale, int32_t causal);
+ST_HALF_TYPES(ST_DECL_ATTENTION_HALF, _)
+#endif
 
 /* ---- fused elementwise programs (graph mode) ---------------------------------------------- */
 /* Fused elementwise programs (graph mode). Registers hold one element per lane. Instruction i is

@@ -116,6 +116,17 @@ def _empty(like: Tensor, shape: tuple) -> Tensor:
     return Tensor._empty(shape, like.dtype, like._device, like._be)
 
 
+def _stats(like: Tensor, shape: tuple) -> Tensor:
+    """The row statistics' buffer (lse, delta): float32 for the 16-bit kernels."""
+    dt = _dt.float32 if like.dtype.name in _LOW else like.dtype
+    return Tensor._empty(shape, dt, like._device, like._be)
+
+
+def _native(t: Tensor) -> bool:
+    """Whether t's backend runs the fused kernels in t's dtype (the 16-bit ones: the CPU's)."""
+    return t._be.kernel(f"st_attention_{t.dtype.suffix}") is not None
+
+
 @register
 class ScaledDotProductAttentionFused(OpSpec):
     """softmax(q k^T * scale, keys j <= i when is_causal) v, from the fused kernels; the
@@ -129,7 +140,7 @@ class ScaledDotProductAttentionFused(OpSpec):
         batch, n, m, e, ev = _dims(query, key, value)
         q, k, v = contiguous(query), contiguous(key), contiguous(value)
         out = _empty(q, q.shape[:-1] + (ev,))
-        lse = _empty(q, (batch, n))
+        lse = _stats(q, (batch, n))
         if batch and n:
             kernel(q, "attention")(ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), batch, n, m, e, ev,
                                    scale, int(is_causal))
@@ -145,7 +156,7 @@ class ScaledDotProductAttentionFused(OpSpec):
         batch, n, m, e, ev = _dims(query, key, value)
         q, k, v = contiguous(query), contiguous(key), contiguous(value)
         dq, dk, dv = _empty(q, q.shape), _empty(q, k.shape), _empty(q, v.shape)
-        delta = _empty(q, (batch, n))
+        delta = _stats(q, (batch, n))
         kernel(q, "attention_backward")(
             ptr(q), ptr(k), ptr(v), ptr(contiguous(out)), ptr(contiguous(dout)), ptr(ctx.lse),
             ptr(delta), ptr(dq), ptr(dk), ptr(dv), batch, n, m, e, ev, ctx.scale,
@@ -198,9 +209,9 @@ def scaled_dot_product_attention_fused(query: Tensor, key: Tensor, value: Tensor
     keys 0..i (PyTorch's convention); scale defaults to 1/sqrt(E). Public callers use
     F.scaled_dot_product_attention, which comes here when it can.
 
-    float16 and bfloat16 inputs run the float32 kernels through a cast (the kernels do their
-    own matrix products, in float32): the output, in the input's dtype, is rounded once, and
-    the gradients come back in the input's dtype.
+    float16 and bfloat16 inputs compute in float32 and round the output (and, backward, the
+    gradients) once: the CPU kernels widen a group of batch entries at a time; a backend
+    without 16-bit kernels runs the float32 ones through a cast.
 
     Example:
         >>> import singa_tensor as st
@@ -213,7 +224,7 @@ def scaled_dot_product_attention_fused(query: Tensor, key: Tensor, value: Tensor
     _check(op, query, key, value, is_causal, scale)
     scale = _resolve_scale(scale, query.shape[-1])
     dt = query.dtype
-    if dt.name in _LOW:
+    if dt.name in _LOW and not _native(query):
         q, k, v = (cast(t, _dt.float32) for t in (query, key, value))
         out = apply(ScaledDotProductAttentionFused, q, k, v, is_causal=is_causal, scale=scale)
         return cast(out, dt)
