@@ -549,13 +549,14 @@ class Communicator:
         reply = np.zeros(self.size, np.int64)  # 1 marks a rank that did not arrive
         if self.rank != 0:
             sent = self._isend(name, np.ones(1, np.int64), 0, MONITOR_TAG)
+            # rank 0 may arrive up to timeout after this rank and then wait timeout itself
             try:
-                self._irecv(name, reply, 0, MONITOR_TAG).wait(timeout)
+                self._irecv(name, reply, 0, MONITOR_TAG).wait(2 * timeout)
                 sent.wait(timeout)
             except DistributedError:
                 raise DistributedError(
-                    f"{name}: rank {ranks[0]} did not confirm within {timeout:.1f} s that every "
-                    f"rank arrived (it may have died or be stuck)") from None
+                    f"{name}: rank {ranks[0]} did not confirm within {2 * timeout:.1f} s that "
+                    f"every rank arrived (it may have died or be stuck)") from None
         else:
             pending = {j: self._irecv(name, np.zeros(1, np.int64), j, MONITOR_TAG)
                        for j in range(1, self.size)}

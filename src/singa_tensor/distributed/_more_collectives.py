@@ -158,8 +158,10 @@ def monitored_barrier(group: Group | None = None, timeout=None,
     """A barrier that names who is missing: rank 0 of the group waits up to timeout seconds
     (or a timedelta; default: the process group's timeout) for every other rank, then tells
     them whether all arrived. If not, every rank that got there raises DistributedError
-    naming the first late rank (every late rank with wait_all_ranks=True). Its messages use
-    tag 32767 of the process group's communicator.
+    naming the first late rank (every late rank with wait_all_ranks=True); a late rank hears
+    the verdict when it arrives. The others wait up to twice timeout for rank 0 (which may
+    arrive late itself) before naming it. Its messages use tag 32767 of the process group's
+    communicator.
 
     Example:
         >>> import singa_tensor.distributed as dist
