@@ -477,3 +477,37 @@ def test_world_of_one_queries_and_get_backend_errors():
         dist.all_to_all_single(out, st.zeros(3, 2), [2], [3])
     with pytest.raises(TypeError, match="monitored_barrier: timeout must be seconds"):
         dist.monitored_barrier(timeout="soon")
+
+
+def _nccl_usable() -> bool:
+    from ..helpers import real_gpu
+
+    if not real_gpu():
+        return False
+    try:
+        from cupy.cuda import nccl  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _nccl_usable(), reason="no CUDA device with NCCL: NCCL backend not run")
+def test_nccl_alltoallv_and_single_tensor_calls_on_one_gpu():  # pragma: no cover - needs a GPU
+    # one GPU hosts one NCCL rank: this drives the backend's all-to-all primitive (its local
+    # copy and an empty NCCL group) and the single-tensor calls on device tensors
+    dist.init_process_group(backend="nccl", timeout=30)
+    comm = dist.get_communicator()
+    t = st.arange(6, dtype=st.float32, device="cuda")
+    send, _ = comm._stage(t, False)
+    recv = comm._empty(send, (6,))
+    assert comm._on_gpu(send)
+    comm._alltoallv("all_to_all", send, [6], recv, [6]).wait()
+    assert recv.tolist() == list(range(6))
+    out = st.zeros(6, device="cuda")
+    dist.all_to_all_single(out, t)
+    assert out.cpu().tolist() == list(range(6))
+    out = st.zeros(1, 6, device="cuda")
+    dist.all_gather_into_tensor(out, t)
+    dist.reduce_scatter_tensor(t, out)
+    assert t.cpu().tolist() == list(range(6))
+    dist.destroy_process_group()

@@ -53,7 +53,7 @@ def all_to_all(output_tensor_list: list, input_tensor_list: list, group: Group |
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor,
                            group: Group | None = None, async_op: bool = False) -> Work | None:
     """output_tensor = the ranks' input_tensor concatenated along dim 0 (shape
-    (world_size * d0, ...)), or stacked (shape (world_size, *input.shape)).
+    ``(world_size * d0, ...)``), or stacked (shape ``(world_size, *input.shape)``).
 
     Example:
         >>> import singa_tensor as st, singa_tensor.distributed as dist
@@ -71,7 +71,7 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor,
 def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp.SUM,
                           group: Group | None = None, async_op: bool = False) -> Work | None:
     """output = the rank-th of world_size equal blocks of input along dim 0, combined over
-    the ranks (input shaped (world_size * d0, ...) or (world_size, *output.shape)).
+    the ranks (input shaped ``(world_size * d0, ...)`` or ``(world_size, *output.shape)``).
 
     Example:
         >>> import singa_tensor as st, singa_tensor.distributed as dist
