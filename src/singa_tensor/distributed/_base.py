@@ -66,9 +66,6 @@ def as_reduce_op(op, name: str) -> ReduceOp:
 # slow peer, and polling gently costs less than the latency it adds.
 _HOT_SECONDS = 0.05
 _SPIN_SECONDS = 2.0
-# The tag of monitored_barrier's messages on the process group's communicator (the largest
-# tag every MPI allows); user point-to-point traffic should not use it.
-MONITOR_TAG = 32767
 # Polls between two reads of the clock in a wait (a poll takes well under a microsecond).
 FAST_POLLS = 64
 
@@ -539,48 +536,6 @@ class Communicator:
     def barrier(self) -> None:
         if self.size > 1:
             self._ibarrier().wait()
-
-    def monitored_barrier(self, timeout: float, wait_all_ranks: bool, ranks) -> None:
-        """barrier() in which rank 0 names the ranks (world ranks from `ranks`) that did not
-        arrive within timeout; every rank that got there raises the same DistributedError."""
-        if self.size == 1:
-            return
-        name = "monitored_barrier"
-        reply = np.zeros(self.size, np.int64)  # 1 marks a rank that did not arrive
-        if self.rank != 0:
-            sent = self._isend(name, np.ones(1, np.int64), 0, MONITOR_TAG)
-            # rank 0 may arrive up to timeout after this rank and then wait timeout itself
-            try:
-                self._irecv(name, reply, 0, MONITOR_TAG).wait(2 * timeout)
-                sent.wait(timeout)
-            except DistributedError:
-                raise DistributedError(
-                    f"{name}: rank {ranks[0]} did not confirm within {2 * timeout:.1f} s that "
-                    f"every rank arrived (it may have died or be stuck)") from None
-        else:
-            pending = {j: self._irecv(name, np.zeros(1, np.int64), j, MONITOR_TAG)
-                       for j in range(1, self.size)}
-            deadline = time.monotonic() + timeout
-            while pending:
-                pending = {j: w for j, w in pending.items() if not w.is_completed()}
-                if not pending or time.monotonic() > deadline:
-                    break
-                time.sleep(1e-4)
-            missing = sorted(pending)
-            for w in pending.values():
-                w._expired()  # a late rank's message still lands in this request's buffer
-            reply[missing if wait_all_ranks else missing[:1]] = 1
-            for j in range(1, self.size):
-                w = self._isend(name, reply, j, MONITOR_TAG)
-                if j in pending:
-                    w._expired()  # a late rank receives the verdict when it arrives
-                else:
-                    w.wait(timeout)
-        if reply.any():
-            late = [ranks[j] for j in np.flatnonzero(reply)]
-            who = f"rank {late[0]}" if len(late) == 1 else \
-                "ranks " + ", ".join(str(x) for x in late)
-            raise DistributedError(f"{name}: {who} did not arrive within {timeout:.1f} s")
 
     # ---- the rest of torch.distributed's tensor collectives -----------------------------------
     def _splits(self, name: str, what: str, splits, dim0: int) -> list:

@@ -4,9 +4,17 @@ ranks agree on the call and wait no longer than the process group's timeout."""
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
+
 from ..tensor import Tensor
 from . import _group, irecv, isend
-from ._base import Group, ReduceOp, Work
+from ._base import DistributedError, Group, ReduceOp, Work
+
+# The tag of monitored_barrier's messages on the process group's communicator (the largest
+# tag every MPI allows); user point-to-point traffic should not use it.
+MONITOR_TAG = 32767
 
 
 def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes: list | None = None,
@@ -182,4 +190,47 @@ def monitored_barrier(group: Group | None = None, timeout=None,
                             f"{timeout!r}") from None
         if not seconds > 0:
             raise ValueError(f"monitored_barrier: timeout must be positive, got {seconds}")
-    g.comm.monitored_barrier(seconds, bool(wait_all_ranks), g.ranks)
+    _monitored(g.comm, seconds, bool(wait_all_ranks), g.ranks)
+
+
+def _monitored(comm, timeout: float, wait_all_ranks: bool, ranks) -> None:
+    """barrier() in which rank 0 names the ranks (world ranks from `ranks`) that did not
+    arrive within timeout; every rank that got there raises the same DistributedError."""
+    if comm.size == 1:
+        return
+    name = "monitored_barrier"
+    reply = np.zeros(comm.size, np.int64)  # 1 marks a rank that did not arrive
+    if comm.rank != 0:
+        sent = comm._isend(name, np.ones(1, np.int64), 0, MONITOR_TAG)
+        # rank 0 may arrive up to timeout after this rank and then wait timeout itself
+        try:
+            comm._irecv(name, reply, 0, MONITOR_TAG).wait(2 * timeout)
+            sent.wait(timeout)
+        except DistributedError:
+            raise DistributedError(
+                f"{name}: rank {ranks[0]} did not confirm within {2 * timeout:.1f} s that "
+                f"every rank arrived (it may have died or be stuck)") from None
+    else:
+        pending = {j: comm._irecv(name, np.zeros(1, np.int64), j, MONITOR_TAG)
+                   for j in range(1, comm.size)}
+        deadline = time.monotonic() + timeout
+        while pending:
+            pending = {j: w for j, w in pending.items() if not w.is_completed()}
+            if not pending or time.monotonic() > deadline:
+                break
+            time.sleep(1e-4)
+        missing = sorted(pending)
+        for w in pending.values():
+            w._expired()  # a late rank's message still lands in this request's buffer
+        reply[missing if wait_all_ranks else missing[:1]] = 1
+        for j in range(1, comm.size):
+            w = comm._isend(name, reply, j, MONITOR_TAG)
+            if j in pending:
+                w._expired()  # a late rank receives the verdict when it arrives
+            else:
+                w.wait(timeout)
+    if reply.any():
+        late = [ranks[j] for j in np.flatnonzero(reply)]
+        who = f"rank {late[0]}" if len(late) == 1 else \
+            "ranks " + ", ".join(str(x) for x in late)
+        raise DistributedError(f"{name}: {who} did not arrive within {timeout:.1f} s")
