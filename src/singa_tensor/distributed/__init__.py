@@ -89,13 +89,27 @@ def _nccl_usable() -> bool:
     return True
 
 
-def init_process_group(backend: str = "auto", timeout: float | None = None) -> None:
+def init_process_group(backend: str | None = None, init_method: str | None = None,
+                       timeout: float | None = None, world_size: int = -1, rank: int = -1,
+                       store=None, group_name: str = "", pg_options=None,
+                       device_id=None) -> None:
     """Join the world of ranks started by mpiexec (a world of one under a plain `python`).
 
-    backend: "mpi", "nccl" (CUDA tensors over NCCL, everything else over MPI) or "auto" (NCCL
-    when a GPU and NCCL are present). timeout: seconds any wait may take before it raises
-    DistributedError (default: $SINGA_DIST_TIMEOUT, else 300). Set SINGA_DIST_CHECK=0 to skip
-    the per-collective check that all ranks pass the same shape and dtype.
+    backend: "mpi", "nccl" (CUDA tensors over NCCL, everything else over MPI) or "auto"/None
+    (NCCL when a GPU and NCCL are present). timeout: seconds (or a timedelta) any wait may take
+    before it raises DistributedError (default: $SINGA_DIST_TIMEOUT, else 300). Set
+    SINGA_DIST_CHECK=0 to skip the per-collective check that all ranks pass the same shape and
+    dtype.
+
+    PyTorch's other arguments are accepted where MPI can honour them: init_method None or
+    "env://", world_size and rank when they equal what MPI reports (RuntimeError otherwise),
+    group_name (ignored), device_id (the GPU of the nccl backend). MPI finds the ranks itself,
+    so "tcp://", "file://", a store or pg_options raise ValueError. A second positional
+    number is taken as the timeout, as before init_method existed.
+
+    Under torchrun (RANK and WORLD_SIZE set, WORLD_SIZE > 1) MPI sees a world of one: that
+    raises RuntimeError rather than running every process alone; start the ranks with mpiexec
+    or `python -m singa_tensor.distributed.run -n N script.py`.
 
     An exception that escapes on one rank ends every rank (MPI Abort after the traceback).
 
@@ -106,31 +120,111 @@ def init_process_group(backend: str = "auto", timeout: float | None = None) -> N
         True
         >>> dist.destroy_process_group()
     """
+    name = "init_process_group"
     if _state.world is not None:
         raise RuntimeError("init_process_group: the process group is already initialized; "
                            "call destroy_process_group() first")
+    if init_method is not None and not isinstance(init_method, str):
+        # the signature before init_method: init_process_group(backend, timeout)
+        if timeout is not None:
+            raise TypeError(f"{name}: init_method must be a str, got "
+                            f"{type(init_method).__name__}")
+        init_method, timeout = None, init_method
+    backend = "auto" if backend is None else backend
+    if isinstance(backend, str):
+        backend = backend.lower()
     if backend not in ("auto", "mpi", "nccl"):
         raise ValueError(f"init_process_group: backend must be 'auto', 'mpi' or 'nccl', got "
                          f"{backend!r}")
+    _unsupported(init_method, store, pg_options)
     seconds = _timeout(timeout)
     check = os.environ.get("SINGA_DIST_CHECK", "1") != "0"
     from . import _mpi
 
     MPI = _mpi.load()
+    world = MPI.COMM_WORLD
+    _check_launch(world.Get_size(), world.Get_rank(), init_method, world_size, rank)
+    device_index = _device_index(device_id)
     if backend == "auto":
         backend = "nccl" if _nccl_usable() else "mpi"
-    world = MPI.COMM_WORLD
     _state.local_rank = _local_rank(world)
     comm_mpi = world.Dup()  # our traffic never matches the user's own MPI messages
     if backend == "nccl":
         from ._nccl import NcclCommunicator
 
-        comm = NcclCommunicator(comm_mpi, seconds, check, _state.local_rank)
+        comm = NcclCommunicator(comm_mpi, seconds, check, _state.local_rank, device_index)
     else:
         comm = _mpi.MpiCommunicator(comm_mpi, seconds, check)
     _state.world = Group(range(comm.size), comm.rank, comm)
     _state.groups = []
     _mpi.install_excepthook()
+
+
+_LAUNCH = ("start the ranks with mpiexec -n N or python -m singa_tensor.distributed.run -n N "
+           "script.py")
+
+
+def _unsupported(init_method, store, pg_options) -> None:
+    name = "init_process_group"
+    if init_method is not None and init_method != "env://":
+        raise ValueError(f"{name}: init_method={init_method!r} is not supported: the ranks find "
+                         f"each other through MPI, not a URL; pass init_method=None or "
+                         f"'env://' and {_LAUNCH}")
+    if store is not None:
+        raise ValueError(f"{name}: store= is not supported: MPI connects the ranks itself "
+                         f"(no key-value store); {_LAUNCH}")
+    if pg_options is not None:
+        raise ValueError(f"{name}: pg_options= is not supported by the MPI and NCCL backends "
+                         f"here")
+
+
+def _env_int(var: str):
+    v = os.environ.get(var)
+    if v is None:
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise RuntimeError(f"init_process_group: ${var}={v!r} is not an integer") from None
+
+
+def _check_launch(mpi_size: int, mpi_rank: int, init_method, world_size, rank) -> None:
+    """Refuse a world that is not the one the caller or its launcher asked for."""
+    name = "init_process_group"
+    env_size, env_rank = _env_int("WORLD_SIZE"), _env_int("RANK")
+    if env_size is not None and env_rank is not None and env_size > 1 and mpi_size == 1:
+        raise RuntimeError(
+            f"{name}: RANK={env_rank} and WORLD_SIZE={env_size} are set (torchrun or a similar "
+            f"launcher), but MPI started this process alone, so every process would train by "
+            f"itself; {_LAUNCH} (it sets the ranks up through MPI)")
+    if init_method == "env://":
+        for var, got, mpi in (("WORLD_SIZE", env_size, mpi_size), ("RANK", env_rank, mpi_rank)):
+            if got is not None and got != mpi:
+                raise RuntimeError(f"{name}: init_method='env://' has ${var}={got}, but MPI "
+                                   f"reports {mpi}; {_LAUNCH}")
+    for what, given, mpi in (("world_size", world_size, mpi_size), ("rank", rank, mpi_rank)):
+        if not isinstance(given, int) or isinstance(given, bool):
+            raise TypeError(f"{name}: {what} must be an int, got {type(given).__name__}")
+        if given != -1 and given != mpi:
+            raise RuntimeError(f"{name}: {what}={given}, but MPI reports {mpi} (the ranks "
+                               f"come from MPI; {_LAUNCH})")
+
+
+def _device_index(device_id) -> int | None:
+    """The GPU index device_id names (an int, "cuda:N" or a device); None for None."""
+    if device_id is None:
+        return None
+    from ..backend.device import Device
+
+    try:
+        dev = Device(device_id)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"init_process_group: device_id {device_id!r} is not a device ({e})") \
+            from None
+    if dev.type != "cuda":
+        raise ValueError(f"init_process_group: device_id must be a CUDA device (it picks the "
+                         f"GPU of the nccl backend), got {device_id!r}")
+    return dev.index
 
 
 def _local_rank(world) -> int:
@@ -264,6 +358,68 @@ def new_group(ranks) -> Group:
     g = Group(ranks, ranks.index(world.rank) if comm is not None else -1, comm)
     _state.groups.append(g)
     return g
+
+
+def get_backend(group: Group | None = None) -> str:
+    """"mpi" or "nccl": the backend of the world (or of group, which must include this rank).
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.init_process_group(backend="mpi"); dist.get_backend()
+        'mpi'
+        >>> dist.destroy_process_group()
+    """
+    g = _group(group)
+    if g.comm is None:
+        raise ValueError(f"get_backend: this rank is not a member of {g}")
+    return g.comm.backend
+
+
+def get_process_group_ranks(group: Group | None) -> list:
+    """The world ranks of group (of the world for None), in group-rank order.
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.init_process_group(); dist.get_process_group_ranks(dist.new_group([0]))
+        [0]
+        >>> dist.destroy_process_group()
+    """
+    return list(_group(group).ranks)
+
+
+def is_mpi_available() -> bool:
+    """True when mpi4py is installed (MPI itself starts only at init_process_group).
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> isinstance(dist.is_mpi_available(), bool)
+        True
+    """
+    import importlib.util
+
+    return importlib.util.find_spec("mpi4py") is not None
+
+
+def is_nccl_available() -> bool:
+    """True when the nccl backend can run here: a CUDA device and CuPy's NCCL bindings.
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> isinstance(dist.is_nccl_available(), bool)
+        True
+    """
+    return _nccl_usable()
+
+
+def is_available() -> bool:
+    """True when init_process_group can work here (it needs MPI, is_mpi_available()).
+
+    Example:
+        >>> import singa_tensor.distributed as dist
+        >>> dist.is_available()
+        True
+    """
+    return is_mpi_available()
 
 
 def barrier(group: Group | None = None) -> None:
@@ -448,13 +604,31 @@ def recv(tensor: Tensor, src: int | None = None, group: Group | None = None,
     return g.ranks[w.source]
 
 
-from .parameter_server import ParameterServer  # noqa: E402  (it builds on the collectives above)
+# these build on the collectives above
+from ._more_collectives import (  # noqa: E402
+    P2POp,
+    all_gather_into_tensor,
+    all_to_all,
+    all_to_all_single,
+    batch_isend_irecv,
+    monitored_barrier,
+    reduce_scatter_tensor,
+)
+from ._object_collectives import (  # noqa: E402
+    all_gather_object,
+    broadcast_object_list,
+    gather_object,
+    scatter_object_list,
+)
+from .parameter_server import ParameterServer  # noqa: E402
 
 __all__ = [
-    "Communicator", "DistributedError", "Group", "ParameterServer", "ReduceOp", "Work",
-    "all_gather", "all_reduce",
-    "barrier", "broadcast", "destroy_process_group", "gather", "get_communicator",
-    "get_local_rank", "get_rank", "get_world_size", "init_process_group", "irecv",
-    "is_initialized", "isend", "new_group", "recv", "reduce", "reduce_scatter", "scatter",
-    "send",
+    "Communicator", "DistributedError", "Group", "P2POp", "ParameterServer", "ReduceOp", "Work",
+    "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all",
+    "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast", "broadcast_object_list",
+    "destroy_process_group", "gather", "gather_object", "get_backend", "get_communicator",
+    "get_local_rank", "get_process_group_ranks", "get_rank", "get_world_size",
+    "init_process_group", "irecv", "is_available", "is_initialized", "is_mpi_available",
+    "is_nccl_available", "isend", "monitored_barrier", "new_group", "recv", "reduce",
+    "reduce_scatter", "reduce_scatter_tensor", "scatter", "scatter_object_list", "send",
 ]

@@ -16,6 +16,8 @@ import os
 import time
 from typing import Callable
 
+import numpy as np
+
 from .. import dtype as _dt
 from ..tensor import Tensor
 
@@ -318,6 +320,11 @@ class Communicator:
     def _ibarrier(self) -> Work:
         raise NotImplementedError
 
+    def _alltoallv(self, name, send, send_counts, recv, recv_counts) -> Work:
+        """Send send[the j-th run of send_counts[j] elements] to rank j, receiving rank j's
+        run into recv at the j-th run of recv_counts (flat contiguous buffers, one dtype)."""
+        raise NotImplementedError
+
     # ---- shared checks -----------------------------------------------------------------------
     def agree(self, name: str, desc: str) -> None:
         """Raise DistributedError on every rank unless all ranks are calling `name` with the
@@ -530,6 +537,163 @@ class Communicator:
         if self.size > 1:
             self._ibarrier().wait()
 
+    # ---- the rest of torch.distributed's tensor collectives -----------------------------------
+    def _splits(self, name: str, what: str, splits, dim0: int) -> list:
+        if splits is None or (isinstance(splits, (list, tuple)) and len(splits) == 0):
+            if dim0 % self.size:
+                raise ValueError(f"{name}: {what} not given, so dim 0 ({dim0}) must divide "
+                                 f"evenly among {self.size} ranks")
+            return [dim0 // self.size] * self.size
+        try:
+            out = [int(x) for x in splits]
+        except (TypeError, ValueError):
+            raise TypeError(f"{name}: {what} must be a list of ints, got {splits!r}") from None
+        if len(out) != self.size or min(out) < 0 or sum(out) != dim0:
+            raise ValueError(f"{name}: {what} {out} must be {self.size} non-negative sizes "
+                             f"(one per rank) that add up to dim 0 ({dim0})")
+        return out
+
+    def _exchange_counts(self, name: str, counts: list) -> list:
+        """counts[j] goes to rank j; what every rank j sent this one."""
+        send = np.asarray(counts, np.int64)
+        recv = np.zeros(self.size, np.int64)
+        ones = [1] * self.size
+        self._alltoallv(name, send, ones, recv, ones).wait()
+        return recv.tolist()
+
+    def _check_splits(self, name: str, send: list, recv: list, unit: str) -> None:
+        """With the check on: raise DistributedError on every rank unless what each rank
+        expects from rank j is what rank j sends it (a small all-to-all and the agreement)."""
+        if self.size == 1 or not self.check:
+            return
+        got = self._exchange_counts(name, send)
+        problem = "; ".join(f"rank {self.rank} expects {recv[j]} {unit} from rank {j}, which "
+                            f"sends {got[j]}" for j in range(self.size) if got[j] != recv[j])
+        # 0 where this rank is content; distinct values elsewhere, so that any problem shows
+        if self._agree_hash(self.rank + 1 if problem else 0, name):
+            return
+        found = "; ".join(p for p in self._allgather_text(problem) if p)
+        raise DistributedError(f"{name}: the ranks' split sizes do not match: {found}")
+
+    def all_to_all_single(self, output: Tensor, input: Tensor, output_split_sizes=None,
+                          input_split_sizes=None, async_op: bool = False):
+        name = "all_to_all_single"
+        o = self._tensor(output, name, "output")
+        i = self._tensor(input, name, "input")
+        if o.dtype is not i.dtype or o.ndim == 0 or i.ndim == 0 or o.shape[1:] != i.shape[1:]:
+            raise ValueError(f"{name}: output ({_describe(o)}) and input ({_describe(i)}) need "
+                             f"one dtype, at least one dimension and the same sizes after "
+                             f"dim 0")
+        ins = self._splits(name, "input_split_sizes", input_split_sizes, i.shape[0])
+        outs = self._splits(name, "output_split_sizes", output_split_sizes, o.shape[0])
+        self.agree(name, f"dtype {i.dtype.name} rows of shape {tuple(i.shape[1:])}")
+        if self.size == 1:
+            if ins != outs:
+                raise ValueError(f"{name}: output has {outs[0]} rows, input {ins[0]}")
+            return self._finish(completed(name), lambda: self._store(o, self._stage(i, False)[0]),
+                                async_op)
+        self._check_splits(name, ins, outs, "rows")
+        row = i.numel() // i.shape[0] if i.shape[0] else o.numel() // max(o.shape[0], 1)
+        send, _ = self._stage(i, False)
+        recv, back = self._stage(o, True)
+        work = self._alltoallv(name, send.reshape(-1), [n * row for n in ins],
+                               recv.reshape(-1), [n * row for n in outs])
+        self.bytes_sent += (i.shape[0] - ins[self.rank]) * row * i.dtype.itemsize
+        return self._finish(work, back, async_op)
+
+    def all_to_all(self, output_tensor_list: list, input_tensor_list: list,
+                   async_op: bool = False):
+        name = "all_to_all"
+        lists = []
+        for what, lst in (("output_tensor_list", output_tensor_list),
+                          ("input_tensor_list", input_tensor_list)):
+            if not isinstance(lst, (list, tuple)) or len(lst) != self.size:
+                got = len(lst) if isinstance(lst, (list, tuple)) else type(lst).__name__
+                raise ValueError(f"{name}: {what} must be a list of {self.size} tensors (one "
+                                 f"per rank), got {got}")
+            lists.append([self._tensor(x, name, f"{what}[{j}]") for j, x in enumerate(lst)])
+        outs, ins = lists
+        first = ins[0]
+        for j, x in enumerate(outs + ins):
+            if x.dtype is not first.dtype or x.device != first.device:
+                what = "output_tensor_list" if j < self.size else "input_tensor_list"
+                raise ValueError(f"{name}: {what}[{j % self.size}] is {x.dtype.name} on "
+                                 f"{x.device}, expected {first.dtype.name} on {first.device} "
+                                 f"(one dtype and device for every tensor)")
+        self.agree(name, f"dtype {first.dtype.name}")
+        counts_in, counts_out = [x.numel() for x in ins], [x.numel() for x in outs]
+        if self.size == 1:
+            if counts_in != counts_out:
+                raise ValueError(f"{name}: output_tensor_list[0] has {counts_out[0]} elements, "
+                                 f"input_tensor_list[0] {counts_in[0]}")
+            return self._finish(completed(name), lambda: self._store(
+                outs[0], self._stage(ins[0], False)[0].reshape(outs[0].shape)), async_op)
+        self._check_splits(name, counts_in, counts_out, "elements")
+        parts = [self._stage(x, False)[0].reshape(-1) for x in ins]
+        send = self._empty(parts[0], (sum(counts_in),))
+        recv = self._empty(parts[0], (sum(counts_out),))
+        at = 0
+        for p in parts:
+            send[at:at + p.size] = p
+            at += p.size
+        work = self._alltoallv(name, send, counts_in, recv, counts_out)
+        self.bytes_sent += (sum(counts_in) - counts_in[self.rank]) * first.dtype.itemsize
+
+        def back():
+            at = 0
+            for x, n in zip(outs, counts_out):
+                self._store(x, recv[at:at + n].reshape(x.shape))
+                at += n
+        return self._finish(work, back, async_op)
+
+    def _dim0_layout(self, name: str, big: Tensor, small: Tensor, big_what: str,
+                     small_what: str) -> None:
+        """big must be size copies of small, concatenated along dim 0 or stacked."""
+        if big.dtype is not small.dtype:
+            raise ValueError(f"{name}: {big_what} is {big.dtype.name}, {small_what} "
+                             f"{small.dtype.name}; they need one dtype")
+        s, n = tuple(small.shape), self.size
+        shapes = [(n,) + s] + ([(n * s[0],) + s[1:]] if s else [])
+        if tuple(big.shape) not in shapes:
+            raise ValueError(f"{name}: {big_what} has shape {tuple(big.shape)}, expected "
+                             f"{' or '.join(str(x) for x in reversed(shapes))} ({n} ranks' "
+                             f"{small_what} of shape {s} along dim 0)")
+
+    def all_gather_into_tensor(self, output_tensor: Tensor, input_tensor: Tensor,
+                               async_op: bool = False):
+        name = "all_gather_into_tensor"
+        o = self._tensor(output_tensor, name, "output_tensor")
+        i = self._tensor(input_tensor, name, "input_tensor")
+        self._dim0_layout(name, o, i, "output_tensor", "input_tensor")
+        self.agree(name, _describe(i))
+        send, _ = self._stage(i, False)
+        if self.size == 1:
+            return self._finish(completed(name), lambda: self._store(o, send.reshape(o.shape)),
+                                async_op)
+        recv, back = self._stage(o, True)
+        work = self._allgather(name, send, recv.reshape((self.size,) + tuple(send.shape)))
+        self.bytes_sent += (self.size - 1) * self._nbytes(i)
+        return self._finish(work, back, async_op)
+
+    def reduce_scatter_tensor(self, output: Tensor, input: Tensor, op=ReduceOp.SUM,
+                              async_op: bool = False):
+        name = "reduce_scatter_tensor"
+        o = self._tensor(output, name, "output")
+        i = self._tensor(input, name, "input")
+        op = as_reduce_op(op, name)
+        self._dim0_layout(name, i, o, "input", "output")
+        self._reducible(name, o.dtype, op)
+        self.agree(name, f"{_describe(o)} op {op.name}")
+        send, _ = self._stage(i, False)
+        if self.size == 1:
+            return self._finish(completed(name), lambda: self._store(o, send.reshape(o.shape)),
+                                async_op)
+        recv, back = self._stage(o, True)
+        work = self._reduce_scatter(name, send.reshape((self.size,) + tuple(recv.shape)), recv,
+                                    op, o.dtype)
+        self.bytes_sent += (self.size - 1) * self._nbytes(o)
+        return self._finish(work, back, async_op)
+
     # ---- point to point ----------------------------------------------------------------------
     def _peer(self, r, name: str, what: str) -> int:
         r = self._root(r, name, what)
@@ -555,6 +719,11 @@ class Communicator:
         if back is not None:
             work.then(back)
         return work
+
+    def batch_p2p(self, ops: list) -> list:
+        """Start every ("send" | "recv", tensor, peer, tag) of ops; their Works in order."""
+        return [self.isend(t, peer, tag) if kind == "send" else self.irecv(t, peer, tag)
+                for kind, t, peer, tag in ops]
 
     # ---- buffers (numpy arrays for MPI), for DistOpt and the parameter server ----------------
     def allreduce_array(self, array, op=ReduceOp.SUM, async_op: bool = False):

@@ -387,6 +387,18 @@ class MpiCommunicator(Communicator):
     def _ibarrier(self) -> Work:
         return _work("barrier", self.mpi.Ibarrier(), self.timeout, None)
 
+    def _alltoallv(self, name, send, send_counts, recv, recv_counts) -> Work:
+        # as bytes, so every dtype takes one path; MPI counts are C ints (runs under 2 GiB)
+        item = send.dtype.itemsize
+
+        def layout(counts):
+            sizes = [int(c) * item for c in counts]
+            return sizes, [sum(sizes[:j]) for j in range(len(sizes))]
+        sbuf, rbuf = send.reshape(-1).view(np.uint8), recv.reshape(-1).view(np.uint8)
+        req = self.mpi.Ialltoallv([sbuf, layout(send_counts), _MPI.BYTE],
+                                  [rbuf, layout(recv_counts), _MPI.BYTE])
+        return _work(name, req, self.timeout, (send, recv))
+
     def free(self) -> None:
         for mop in self._half_ops.values():
             mop.Free()

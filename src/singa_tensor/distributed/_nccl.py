@@ -234,6 +234,60 @@ class NcclCommunicator(MpiCommunicator):
         w.source = src
         return w
 
+    def _alltoallv(self, name, send, send_counts, recv, recv_counts) -> Work:
+        if not self._on_gpu(send):
+            return super()._alltoallv(name, send, send_counts, recv, recv_counts)
+        u8, item = self._nccl.NCCL_UINT8, send.itemsize
+        sat = [sum(send_counts[:j]) for j in range(self.size)]
+        rat = [sum(recv_counts[:j]) for j in range(self.size)]
+
+        def enqueue(s):
+            me = self.rank
+            recv[rat[me]:rat[me] + recv_counts[me]] = send[sat[me]:sat[me] + send_counts[me]]
+            calls = []
+            for j in range(self.size):
+                if j == me:
+                    continue
+                if send_counts[j]:
+                    calls.append(lambda j=j: self.nccl.send(send.data.ptr + sat[j] * item,
+                                                            send_counts[j] * item, u8, j, s))
+                if recv_counts[j]:
+                    calls.append(lambda j=j: self.nccl.recv(recv.data.ptr + rat[j] * item,
+                                                            recv_counts[j] * item, u8, j, s))
+            self._grouped_p2p(calls)
+        return self._launch(name, enqueue, (send, recv))
+
+    def batch_p2p(self, ops: list) -> list:
+        # the device sends and receives form one NCCL group (in separate calls, two ranks
+        # that both send first would wait for each other); host ones go over MPI
+        works: list = [None] * len(ops)
+        device = [i for i, op in enumerate(ops) if op[1].device.type == "cuda"]
+        for i, op in enumerate(ops):
+            if i not in device:
+                works[i] = super().batch_p2p([op])[0]
+        if not device:
+            return works
+        staged = []
+        for i in device:
+            kind, t, peer, _ = ops[i]
+            buf, back = self._stage(self._tensor(t, kind), kind == "recv")
+            staged.append((kind, buf, self._peer(peer, kind, "peer"), back))
+        u8 = self._nccl.NCCL_UINT8
+
+        def enqueue(s):
+            self._grouped_p2p([
+                (lambda b=b, p=p: self.nccl.send(b.data.ptr, b.nbytes, u8, p, s)) if k == "send"
+                else (lambda b=b, p=p: self.nccl.recv(b.data.ptr, b.nbytes, u8, p, s))
+                for k, b, p, _ in staged])
+            self.bytes_sent += sum(b.nbytes for k, b, _, _ in staged if k == "send")
+        w = self._launch("batch_isend_irecv", enqueue, [b for _, b, _, _ in staged])
+        for _, _, _, back in staged:
+            if back is not None:
+                w.then(back)
+        for i in device:
+            works[i] = w
+        return works
+
     def allreduce_array(self, array, op=ReduceOp.SUM, async_op: bool = False):
         """All-reduce a host (numpy) or device (CuPy) array in place."""
         if not self._on_gpu(array):
