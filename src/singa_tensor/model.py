@@ -28,13 +28,18 @@ from .nn.module import Module
 
 
 class _Update:
-    """Wraps an optimizer so that calling it with a loss runs zero_grad, backward and step;
-    other attributes reach the optimizer itself."""
+    """Wraps an optimizer so that calling it with a loss runs zero_grad, backward and step (a
+    DistOpt's backward_and_update, which averages the gradients over the ranks); other
+    attributes reach the optimizer itself."""
 
     def __init__(self, optimizer):
         self.optimizer = optimizer
 
     def __call__(self, loss) -> None:
+        distributed = getattr(self.optimizer, "backward_and_update", None)
+        if distributed is not None:
+            distributed(loss)
+            return
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()

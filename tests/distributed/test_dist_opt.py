@@ -63,6 +63,40 @@ for name, mk, thr in [("sgd", "sgd", None), ("sgd_buckets", "sgd", 200),
     out[name + "_bytes"] = nbytes
     out[name + "_nbuckets"] = len(opt._plan(thr or opt.bucket_bytes, None))
 
+# SINGA's idiom: a Model whose train_one_batch calls self.optimizer(loss), with a DistOpt set
+# through set_optimizer (and a DistOpt called directly, as SINGA's is), averages like
+# backward_and_update
+from singa_tensor import model as st_model
+
+class Net(st_model.Model):
+    def __init__(self, seed):
+        super().__init__()
+        self.body = make(seed)
+
+    def forward(self, x):
+        return self.body(x)
+
+    def train_one_batch(self, x, y):
+        loss = ((self.forward(x) - y) ** 2).mean()
+        self.optimizer(loss)
+        return None, loss
+
+ref = make(100)
+ropt = makers["sgd"](list(ref.parameters()))
+for _ in range(4):
+    ropt.zero_grad(); loss_of(ref, X, Y).backward(); ropt.step()
+net = Net(100 + rank)
+net.set_optimizer(optim.DistOpt(makers["sgd"](list(net.parameters()))))
+net.compile([st.tensor(X[sl])], is_train=True)
+for _ in range(4):
+    net(st.tensor(X[sl]), st.tensor(Y[sl]))
+out["model_idiom"] = float(np.abs(flat(net.body) - flat(ref)).max())
+m = make(100 + rank)
+opt = optim.DistOpt(makers["sgd"](list(m.parameters())))
+for _ in range(4):
+    opt(loss_of(m, X[sl], Y[sl]))
+out["called"] = float(np.abs(flat(m) - flat(ref)).max())
+
 # the compressed modes on the same problem: the loss on the whole batch must fall
 for mode, kw in [("half", {"clipping": True, "clip_value": 1.0}),
                  ("sparse_topk", {"spars": 0.1, "topK": True}),
@@ -100,6 +134,7 @@ def _check_world(n: int) -> None:
             assert out[name] < 1e-5, (n, r, name, out[name])
             assert out[name + "_bytes"] == FULL_BYTES
         assert out["sgd_nbuckets"] == 1
+        assert out["model_idiom"] < 1e-5 and out["called"] < 1e-5, out
         assert out["sgd_buckets_nbuckets"] == 4
         assert out["adam_buckets_nbuckets"] >= 2
         half = out["half"]

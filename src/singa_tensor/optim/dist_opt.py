@@ -496,6 +496,22 @@ class DistOpt:
         self.last_bytes_sent = buf.numel() * buf.dtype.itemsize
         return self.last_bytes_sent
 
+    def __call__(self, loss: Tensor, threshold: int | None = None) -> int:
+        """SINGA's spelling of backward_and_update: `opt(loss)` runs backward, averages the
+        gradients over the ranks and steps; returns the bytes sent.
+
+        Example:
+            >>> import singa_tensor as st
+            >>> from singa_tensor import optim
+            >>> w = st.ones(2, requires_grad=True)
+            >>> opt = optim.DistOpt(optim.SGD([w], lr=0.5))   # a world of one
+            >>> opt((w * w).sum())
+            0
+            >>> w.tolist()
+            [0.0, 0.0]
+        """
+        return self.backward_and_update(loss, threshold)
+
     # ---- optimizer passthrough that must not be shadowed by __getattr__'s lookup order -------
     def step(self, closure=None):
         """Step the wrapped optimizer with the gradients as they are (no communication)."""
