@@ -29,10 +29,10 @@ def make_model():
 def mse(model, x, y):
     return ((model(x) - y) ** 2).mean()
 
-def bsp_vs_single(servers):
+def bsp_vs_single(servers, groups=None):
     model = make_model()
     sgd = lambda p: optim.SGD(p, lr=0.1, momentum=0.9)
-    ps = ParameterServer(model, sgd, mode="bsp", servers=servers, timeout=30)
+    ps = ParameterServer(model, sgd, mode="bsp", servers=servers, groups=groups, timeout=30)
     if ps.is_server:
         ps.run_server()
         return {"version": ps.version}
@@ -197,6 +197,7 @@ report(out)
 def test_four_ranks_two_servers_and_worker_groups():
     body = COMMON + """
 report({"bsp2": bsp_vs_single(2),
+        "bsp_unequal": bsp_vs_single(1, groups=2),
         "groups": train("downpour", groups=2),
         "groups_ssp": train("ssp", staleness=0, groups=2, slow=(2,)),
         "bsp_groups": train("bsp", groups=2, steps=10)})
@@ -206,6 +207,10 @@ report({"bsp2": bsp_vs_single(2),
     assert out[2]["bsp2"]["version"] == out[3]["bsp2"]["version"] == 6
     for rank in (0, 1):
         assert out[rank]["bsp2"]["diff"] < 1e-5
+    # groups of 2 and 1 workers: weighted by size, BSP still equals whole-batch training
+    assert out[3]["bsp_unequal"]["version"] == 6
+    for rank in (0, 1, 2):
+        assert out[rank]["bsp_unequal"]["diff"] < 1e-5, (rank, out[rank]["bsp_unequal"])
     # ranks 0, 1 form one group and rank 2 the other; rank 3 is the server
     for key in ("groups", "groups_ssp"):
         for rank in (0, 1, 2):

@@ -6,8 +6,9 @@ group gradients are all-reduced synchronously and only the group's leader (its f
 talks to the servers, so groups run asynchronously with respect to each other (SINGA's hybrid).
 Three consistency modes decide when a server applies a gradient and when it answers a pull:
 
-- ``bsp``: a server steps once every group has pushed (the gradients are averaged), and a pull
-  waits for that step, so every worker holds the same version.
+- ``bsp``: a server steps once every group has pushed (the gradients are averaged, each group
+  weighted by its number of workers, so that unequal groups train as all-reduce would), and a
+  pull waits for that step, so every worker holds the same version.
 - ``downpour``: each push is applied at once; a pull returns whatever is current.
 - ``ssp``: pushes are applied at once, but a pull at clock t waits until the slowest group has
   pushed t - staleness steps, so no worker runs more than `staleness` steps ahead.
@@ -122,16 +123,19 @@ def _write(t: Tensor, a: np.ndarray) -> None:
         t.copy_(_tensor(a, t.dtype).to(t.device))
 
 
-def _mean(arrays: list, dtype) -> np.ndarray:
-    """The element-wise mean of raw arrays of dtype, computed by our ops (half precision
-    accumulates in float32), as raw elements again."""
+def _mean(arrays: list, dtype, weights: list) -> np.ndarray:
+    """The element-wise mean of raw arrays of dtype weighted by `weights` (each group's worker
+    count, so that every worker counts once), computed by our ops (half precision accumulates
+    in float32), as raw elements again."""
     acc = None
-    for a in arrays:
+    for a, w in zip(arrays, weights):
         x = _tensor(a, dtype)
         if dtype.itemsize == 2:
             x = x.float()
+        if w != 1:
+            x = x * float(w)
         acc = x if acc is None else acc + x
-    acc = acc / len(arrays)
+    acc = acc / float(sum(weights))
     return _host(acc.to(dtype) if acc.dtype is not dtype else acc)
 
 
@@ -387,6 +391,7 @@ class ParameterServer:
             raise RuntimeError(f"ParameterServer.run_server: rank {self.rank} is a worker")
         from mpi4py import MPI
         clients = list(self.leaders)
+        size = {g[0]: len(g) for g in self.group_ranks}  # a group's gradient is its mean
         active = set(clients)
         pushes = dict.fromkeys(clients, 0)
         queued: dict[int, deque] = {c: deque() for c in clients}
@@ -426,7 +431,8 @@ class ParameterServer:
             if self.mode == "bsp":
                 while active and all(queued[c] for c in active):
                     batch = [queued[c].popleft() for c in active]
-                    self._apply([_mean([g[i] for g in batch], v.dtype)
+                    weights = [size[c] for c in active]
+                    self._apply([_mean([g[i] for g in batch], v.dtype, weights)
                                  for i, v in enumerate(self._values)])
             slowest = min((pushes[c] for c in active), default=None)
             waiting = []
