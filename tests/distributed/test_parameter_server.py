@@ -194,6 +194,68 @@ report(out)
 
 
 @needs_mpi
+def test_a_checkpoint_of_every_rank_resumes_bsp_training_exactly(tmp_path):
+    # 3 steps, a checkpoint of every rank (the servers' slices and momentum, the workers'
+    # models and clocks), a new ParameterServer loaded from them and 3 more steps: the same
+    # parameters as 6 steps without a stop
+    body = COMMON + f"""
+import os
+folder = {str(tmp_path)!r}
+sgd = lambda p: optim.SGD(p, lr=0.1, momentum=0.9)
+rows = len(X) // 2
+
+def train_bsp(steps, resume=False):
+    model = make_model()
+    path = os.path.join(folder, f"rank{{dist.get_rank()}}.pt")
+    if resume and dist.get_rank() < 2:
+        model.load_state_dict(st.load(path)["model"])
+    ps = ParameterServer(model, sgd, mode="bsp", timeout=30)
+    if resume:
+        ps.load_state_dict(st.load(path)["ps"])
+    if ps.is_server:
+        ps.run_server()
+        st.save({{"ps": ps.state_dict()}}, path)
+        return ps.version, None
+    me = slice(ps.rank * rows, (ps.rank + 1) * rows)
+    for _ in range(steps):
+        ps.step(mse(model, st.tensor(X[me]), st.tensor(Y[me])))
+    ps.close()
+    st.save({{"ps": ps.state_dict(), "model": model.state_dict()}}, path)
+    return ps.clock, [p.detach().numpy().copy() for p in model.parameters()]
+
+_, whole = train_bsp(6)
+train_bsp(3)
+done, resumed = train_bsp(3, resume=True)
+errors = []
+if dist.get_rank() == 2:
+    ps = ParameterServer(make_model(), sgd, mode="bsp", timeout=30)
+    st_ = ps.state_dict()
+    for bad in ({{"role": "worker", "rank": 2, "clock": 0}}, dict(st_, slices=[[0, 0, 1]]), 7):
+        try:
+            ps.load_state_dict(bad)
+        except ValueError as e:
+            errors.append(str(e))
+    ps.run_server()
+else:
+    ps = ParameterServer(make_model(), sgd, mode="bsp", timeout=30)
+    ps.close()
+report({{"done": done, "errors": errors,
+        "diff": None if whole is None else max(float(np.abs(a - b).max())
+                                               for a, b in zip(whole, resumed))}})
+"""
+    out, _ = run(3, body, timeout=55)
+    assert out[2]["done"] == 6  # the server's step count went on from the checkpoint
+    for rank in (0, 1):
+        assert out[rank]["done"] == 6
+        assert out[rank]["diff"] < 1e-6, out[rank]
+    errors = out[2]["errors"]
+    assert len(errors) == 3
+    assert "saved by worker rank 2, but this is server rank 2" in errors[0]
+    assert "are not this server's" in errors[1]
+    assert "expected a dict from ParameterServer.state_dict()" in errors[2]
+
+
+@needs_mpi
 def test_four_ranks_two_servers_and_worker_groups():
     body = COMMON + """
 report({"bsp2": bsp_vs_single(2),

@@ -254,6 +254,55 @@ class ParameterServer:
             self._values = [_tensor(self._view(s), params[s.param].dtype).requires_grad_(True)
                             for s in self._mine]
             self.optimizer = optimizer_factory(self._values) if self._values else None
+        self.version = 0  # on a server: how many steps its slices have taken
+
+    # ---- checkpoints -----------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """This rank's part of the training state: on a server its parameter slices, their
+        optimizer state and its step count; on a worker its clock (the model's parameters are
+        the worker's own `model.state_dict()`). Each rank saves its own, e.g. to
+        f"ckpt-rank{rank}.pt"; call it after close() (workers) or run_server() (servers).
+
+        Example:
+            >>> # on a server rank of a run under mpiexec, after run_server():
+            >>> sorted(ps.state_dict())  # doctest: +SKIP
+            ['optimizer', 'rank', 'role', 'slices', 'values', 'version']
+        """
+        if not self.is_server:
+            return {"rank": self.rank, "role": "worker", "clock": self.clock}
+        return {"rank": self.rank, "role": "server", "version": self.version,
+                "slices": [[s.param, s.start, s.stop] for s in self._mine],
+                "values": [v.detach().clone() for v in self._values],
+                "optimizer": None if self.optimizer is None else self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what state_dict() returned on this rank, before training resumes (before
+        run_server() or the first step()). The world, the number of servers and the model's
+        shapes must be those of the run that saved it: a server's slices are checked."""
+        name = "ParameterServer.load_state_dict"
+        if not isinstance(state, dict) or state.get("role") not in ("server", "worker"):
+            raise ValueError(f"{name}: expected a dict from ParameterServer.state_dict()")
+        role = "server" if self.is_server else "worker"
+        if state["role"] != role or state.get("rank") != self.rank:
+            raise ValueError(f"{name}: the state was saved by {state['role']} rank "
+                             f"{state.get('rank')}, but this is {role} rank {self.rank}")
+        if not self.is_server:
+            self.clock = int(state["clock"])
+            return
+        mine = [[s.param, s.start, s.stop] for s in self._mine]
+        if [list(map(int, x)) for x in state["slices"]] != mine:
+            raise ValueError(f"{name}: the saved slices {state['slices']} are not this server's "
+                             f"{mine} (a different world size, server count or model)")
+        with no_grad():
+            for v, saved in zip(self._values, state["values"]):
+                if tuple(saved.shape) != tuple(v.shape) or saved.dtype is not v.dtype:
+                    raise ValueError(f"{name}: a saved slice has shape {tuple(saved.shape)} "
+                                     f"{saved.dtype.name}, expected {tuple(v.shape)} "
+                                     f"{v.dtype.name}")
+                v.copy_(saved)
+        if self.optimizer is not None and state["optimizer"] is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+        self.version = int(state["version"])
 
     # ---- helpers ---------------------------------------------------------------------------
     def _view(self, s: Slice) -> np.ndarray:
@@ -396,7 +445,6 @@ class ParameterServer:
         pushes = dict.fromkeys(clients, 0)
         queued: dict[int, deque] = {c: deque() for c in clients}
         pulls: list[int] = []
-        self.version = 0
         header = np.zeros(2, dtype=np.int64)
         status = MPI.Status()
         while active or pulls:
