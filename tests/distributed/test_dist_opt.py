@@ -212,6 +212,17 @@ def test_sparse_everything_equals_full_and_error_feedback_keeps_the_rest():
     opt.backward_and_sparse_update((w * w).sum() * 10, spars=6.0)
     np.testing.assert_allclose(w.tolist(), [0.5 - 10.5, -0.25])
     np.testing.assert_allclose(to_numpy(opt._residuals[0]), [0.0, -5.25])
+    # the residuals are this rank's: its own state loads, another rank's raises
+    sd = opt.state_dict()
+    assert sd["rank"] == 0
+    opt.load_state_dict(sd)
+    np.testing.assert_allclose(to_numpy(opt._residuals[0]), [0.0, -5.25])
+    with pytest.raises(ValueError, match="residuals in this state are rank 1's, but this is "
+                                         "rank 0; .* save one checkpoint per rank"):
+        opt.load_state_dict(dict(sd, rank=1))
+    # without residuals (dense training) any rank's state loads, as a rank-0 checkpoint does
+    plain = optim.DistOpt(optim.SGD([w], lr=1.0))
+    plain.load_state_dict(dict(plain.state_dict(), rank=1))
 
 
 def test_half_rounds_to_float16_and_clips():

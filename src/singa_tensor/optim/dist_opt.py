@@ -521,14 +521,25 @@ class DistOpt:
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
     def state_dict(self) -> dict:
-        """The wrapped optimizer's state, plus the sparse residuals and the partial cursor."""
+        """The wrapped optimizer's state, plus the sparse residuals and the partial cursor.
+
+        The residuals of backward_and_sparse_update are this rank's own (the gradient mass it
+        has not sent yet), so a run that uses it saves one checkpoint per rank (for example
+        `st.save(opt.state_dict(), f"ckpt.{rank}")`); loading another rank's residuals
+        raises."""
         return {"optimizer": self.optimizer.state_dict(), "partial": self._partial,
-                "residuals": {i: r.clone() for i, r in self._residuals.items()}}
+                "residuals": {i: r.clone() for i, r in self._residuals.items()},
+                "rank": self.rank}
 
     def load_state_dict(self, state: dict) -> None:
         if not isinstance(state, dict) or "optimizer" not in state:
             raise ValueError("DistOpt.load_state_dict: expected a dict from DistOpt.state_dict() "
                              "(with an 'optimizer' entry)")
+        saved_by = state.get("rank", self.rank)
+        if state.get("residuals") and saved_by != self.rank:
+            raise ValueError(f"DistOpt.load_state_dict: the sparse residuals in this state are "
+                             f"rank {saved_by}'s, but this is rank {self.rank}; each rank keeps "
+                             f"its own, so save one checkpoint per rank and load its own on each")
         self.optimizer.load_state_dict(state["optimizer"])
         self._partial = int(state.get("partial", 0))
         self._residuals = {int(i): r.clone() for i, r in state.get("residuals", {}).items()}
