@@ -174,6 +174,10 @@ def unpack_grads(params: Sequence[Tensor], indices: Sequence[int], flat: Tensor)
         off += n
 
 
+# the SGD settings a momentum-corrected sparse update applies itself (DistOpt._sgd_momentum)
+_SGD_LOCAL = ("momentum", "dampening", "weight_decay", "nesterov")
+
+
 class DistOpt:
     """Wrap `optimizer` for data-parallel training over `group` (the world by default).
 
@@ -209,6 +213,8 @@ class DistOpt:
         self.last_bytes_sent = 0
         self._plans: dict = {}
         self._residuals: dict[int, Tensor] = {}
+        # sparse mode under SGD momentum: each parameter's local momentum (see _sgd_momentum)
+        self._momenta: dict[int, Tensor] = {}
         self._partial = 0
         broadcast_tensors(self.params, group)
 
@@ -383,8 +389,36 @@ class DistOpt:
             raise ValueError(f"{op}: with topK=False spars is an absolute threshold and must be "
                              f">= 0, got {spars}")
         buckets = self._plan(self._threshold(op, threshold), None)
-        launch = self._sparse_launch(buckets, float(spars), bool(topK), bool(corr))
-        return self._overlapped_backward(loss, buckets, launch, self._sparse_finish(buckets))
+        groups = self._sgd_momentum() if corr else None
+        launch = self._sparse_launch(buckets, float(spars), bool(topK), bool(corr), groups)
+        finish = self._sparse_finish(buckets)
+        if groups is None:
+            return self._overlapped_backward(loss, buckets, launch, finish)
+        # the momentum is in what was sent: the wrapped SGD steps without it (and without its
+        # weight decay, added before the momentum)
+        saved = [{k: g[k] for k in _SGD_LOCAL} for g in self.optimizer.param_groups]
+        for g in self.optimizer.param_groups:
+            g.update(momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False)
+        try:
+            return self._overlapped_backward(loss, buckets, launch, finish)
+        finally:
+            for g, kept in zip(self.optimizer.param_groups, saved):
+                g.update(kept)
+
+    def _sgd_momentum(self) -> list | None:
+        """For SGD with momentum, each parameter's (momentum, dampening, nesterov, weight
+        decay), else None. Sparse updates then follow Deep Gradient Compression (Lin et al.,
+        2018): each rank keeps a local momentum u += g and accumulates v += u; the largest
+        entries of v are sent and zeroed in both v and u (momentum factor masking), and SGD
+        applies the average without momentum. Error feedback through a plain SGD momentum
+        would apply the momentum to entries that are sent late, many times over, and diverge."""
+        from .sgd import SGD
+
+        if not isinstance(self.optimizer, SGD):
+            return None
+        groups = [(g["momentum"], g["dampening"], g["nesterov"], g["weight_decay"])
+                  for g in self.optimizer.param_groups for p in g["params"] if p.requires_grad]
+        return groups if any(m > 0 for m, *_ in groups) else None
 
     def _select(self, flat: Tensor, spars: float, top_k: bool) -> Tensor:
         """Indices (int64) of the entries of flat to send."""
@@ -395,7 +429,21 @@ class DistOpt:
 
         return nonzero(flat.abs() > spars).reshape(-1)
 
-    def _sparse_launch(self, buckets: list, spars: float, top_k: bool, corr: bool):
+    def _accumulate(self, i: int, flat: Tensor, hyper: tuple) -> Tensor:
+        """v += u (u = momentum * u + (1 - dampening) * g, weight decay in g): the gradient
+        mass parameter i has to send, with its momentum (see _sgd_momentum)."""
+        momentum, dampening, nesterov, weight_decay = hyper
+        if weight_decay:
+            flat = flat + weight_decay * self.params[i].detach().reshape(-1)
+        u = self._momenta.get(i)
+        u = flat if u is None else u * momentum + flat * (1.0 - dampening)
+        self._momenta[i] = u
+        step = flat + momentum * u if nesterov else u
+        v = self._residuals.get(i)
+        return step if v is None else v + step
+
+    def _sparse_launch(self, buckets: list, spars: float, top_k: bool, corr: bool,
+                       groups: list | None = None):
         dist = _dist()
 
         def launch(b: int):
@@ -406,7 +454,9 @@ class DistOpt:
                     g = p.grad if p.grad is not None else creation.zeros(
                         p.shape, dtype=p.dtype, device=p.device)
                     flat = g.detach().reshape(-1)
-                    if corr and i in self._residuals:
+                    if groups is not None:
+                        flat = self._accumulate(i, flat, groups[i])
+                    elif corr and i in self._residuals:
                         flat = flat + self._residuals[i]
                     sel = self._select(flat, spars, top_k)
                     vals.append(flat.index_select(0, sel))
@@ -415,6 +465,10 @@ class DistOpt:
                         rest = flat.clone()
                         rest[sel] = 0.0
                         self._residuals[i] = rest
+                    if groups is not None:  # the sent entries' momentum goes with them
+                        u = self._momenta[i].clone()
+                        u[sel] = 0.0
+                        self._momenta[i] = u
                     off += p.numel()
                 values = cat(vals)
                 # int32 indices halve the index bytes; a bucket never holds 2**31 entries
@@ -529,6 +583,7 @@ class DistOpt:
         raises."""
         return {"optimizer": self.optimizer.state_dict(), "partial": self._partial,
                 "residuals": {i: r.clone() for i, r in self._residuals.items()},
+                "momenta": {i: u.clone() for i, u in self._momenta.items()},
                 "rank": self.rank}
 
     def load_state_dict(self, state: dict) -> None:
@@ -536,10 +591,11 @@ class DistOpt:
             raise ValueError("DistOpt.load_state_dict: expected a dict from DistOpt.state_dict() "
                              "(with an 'optimizer' entry)")
         saved_by = state.get("rank", self.rank)
-        if state.get("residuals") and saved_by != self.rank:
+        if (state.get("residuals") or state.get("momenta")) and saved_by != self.rank:
             raise ValueError(f"DistOpt.load_state_dict: the sparse residuals in this state are "
                              f"rank {saved_by}'s, but this is rank {self.rank}; each rank keeps "
                              f"its own, so save one checkpoint per rank and load its own on each")
         self.optimizer.load_state_dict(state["optimizer"])
         self._partial = int(state.get("partial", 0))
         self._residuals = {int(i): r.clone() for i, r in state.get("residuals", {}).items()}
+        self._momenta = {int(i): u.clone() for i, u in state.get("momenta", {}).items()}
