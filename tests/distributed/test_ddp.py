@@ -10,6 +10,7 @@ import pytest
 import singa_tensor as st
 import singa_tensor.distributed as dist
 from singa_tensor import nn
+from singa_tensor.optim.dist_opt import plan_buckets
 from singa_tensor.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from ..helpers import to_numpy
@@ -245,3 +246,72 @@ def test_sampler_errors():
         DistributedSampler(range(4), num_replicas=0, rank=0)
     with pytest.raises(TypeError, match="seed must be an int, got 1.5"):
         DistributedSampler(range(4), num_replicas=1, rank=0, seed=1.5)
+
+
+# ---- PyTorch's keyword arguments --------------------------------------------------------------
+
+
+def test_pytorch_keyword_arguments():
+    DDP = nn.parallel.DistributedDataParallel
+    # bucket_cap_mb is in MiB: 50 bytes split the parameters (48, 16, 32 and 8 bytes, taken
+    # last first) into three buckets, as bucket_bytes=50 does
+    net = _net()
+    small = DDP(net, bucket_cap_mb=50 / 2 ** 20)
+    assert small._buckets == plan_buckets(list(net.parameters()), 50) == [[3, 2], [1], [0]]
+    assert len(DDP(_net(), bucket_cap_mb=25)._buckets) == 1
+    assert len(DDP(_net(), bucket_cap_mb=1e-6)._buckets) == 4
+    # process_group is the group
+    g = dist.new_group([0])
+    ddp = DDP(_net(), process_group=g)
+    assert ddp.group is g and ddp.world_size == 1
+    ddp(st.ones(1, 3)).sum().backward()
+    # hints: kept, no change in what backward leaves in .grad
+    a = DDP(_net(), gradient_as_bucket_view=True, static_graph=True, check_reduction=True)
+    b = DDP(_net())
+    assert a.gradient_as_bucket_view is True and a.static_graph is True
+    for m in (a, b):
+        m(st.ones(2, 3)).sum().backward()
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        np.testing.assert_array_equal(to_numpy(pa.grad), to_numpy(pb.grad))
+    # device_ids / output_device naming the module's device, in each spelling
+    for ids, out in [(["cpu"], "cpu"), ([st.device("cpu")], st.device("cpu")), (None, None)]:
+        DDP(_net(), device_ids=ids, output_device=out)
+    assert DDP(_net(), dim=1).dim == 1
+    # positional order is PyTorch's: module, device_ids, output_device, dim, broadcast_buffers
+    assert DDP(_net(), None, None, 0, False).broadcast_buffers is False
+
+
+def test_pytorch_keyword_argument_errors():
+    DDP = nn.parallel.DistributedDataParallel
+    with pytest.raises(ValueError, match=r"DistributedDataParallel: device_ids names cuda:0, but "
+                                         r"the module's parameters are on cpu"):
+        DDP(_net(), device_ids=[0])
+    with pytest.raises(ValueError, match="DistributedDataParallel: output_device names cuda:1"):
+        DDP(_net(), output_device="cuda:1")
+    with pytest.raises(ValueError, match="device_ids must be None or a list of one device"):
+        DDP(_net(), device_ids=["cpu", "cpu"])
+    with pytest.raises(ValueError, match="device_ids must be None or a list of one device"):
+        DDP(_net(), device_ids="cpu")
+    with pytest.raises(ValueError, match="DistributedDataParallel: device_ids 'tpu' is not a "
+                                         "device"):
+        DDP(_net(), device_ids=["tpu"])
+    with pytest.raises(TypeError, match="DistributedDataParallel: dim must be an int, got str"):
+        DDP(_net(), dim="0")
+    with pytest.raises(ValueError, match="bucket_cap_mb must be a positive number of MiB, got "
+                                         "0"):
+        DDP(_net(), bucket_cap_mb=0)
+    with pytest.raises(ValueError, match="bucket_cap_mb must be a positive number of MiB, got "
+                                         "'25'"):
+        DDP(_net(), bucket_cap_mb="25")
+    with pytest.raises(ValueError, match="got both bucket_cap_mb and bucket_bytes"):
+        DDP(_net(), bucket_cap_mb=1, bucket_bytes=100)
+    with pytest.raises(TypeError, match="DistributedDataParallel: static_graph must be a bool, "
+                                        "got str"):
+        DDP(_net(), static_graph="yes")
+    with pytest.raises(TypeError, match="gradient_as_bucket_view must be a bool, got int"):
+        DDP(_net(), gradient_as_bucket_view=1)
+    with pytest.raises(TypeError, match="group must be a dist.Group"):
+        DDP(_net(), process_group="world")
+    g = dist.new_group([0])
+    with pytest.raises(ValueError, match="got both process_group and group"):
+        DDP(_net(), process_group=g, group=dist.new_group([0]))

@@ -22,6 +22,7 @@ import contextlib
 from collections import OrderedDict
 
 from ..autograd import is_grad_enabled, no_grad
+from ..backend.device import Device
 from ..optim.dist_opt import (
     BucketReducer,
     _check_bytes,
@@ -38,7 +39,21 @@ DEFAULT_DDP_BUCKET_BYTES = 25 * 1024 * 1024  # PyTorch's bucket_cap_mb default
 
 
 class DistributedDataParallel(Module):
-    """Average gradients of `module` across the ranks of `group` (the world by default).
+    """Average gradients of `module` across the ranks of `process_group` (the world by default).
+
+    PyTorch's arguments, with PyTorch's meaning:
+
+    - `device_ids`, `output_device`: the single-device form only. They may be None or name the
+      device the module's parameters are on (`[0]` or `["cuda:0"]` for a module on cuda:0,
+      `["cpu"]` for a CPU module); any other device raises ValueError.
+    - `dim`: the dimension PyTorch scatters inputs along over several `device_ids`; with one
+      device per process nothing is scattered, so it is checked to be an int and kept.
+    - `process_group`: the group of ranks (`group=` is this class's older spelling).
+    - `bucket_cap_mb`: the bucket size in MiB (default 25, PyTorch's; `bucket_bytes=` gives it
+      in bytes instead).
+    - `gradient_as_bucket_view`, `static_graph`, `check_reduction`: accepted as hints (bools)
+      and kept as attributes; they change nothing here: the averaged gradients are always
+      copied into `.grad`, and the buckets are the same every iteration anyway.
 
     Example:
         >>> import singa_tensor as st
@@ -50,17 +65,34 @@ class DistributedDataParallel(Module):
         ([[2.0, 2.0, 2.0]], ['weight', 'bias'])
     """
 
-    def __init__(self, module: Module, bucket_bytes: int = DEFAULT_DDP_BUCKET_BYTES,
-                 group=None, broadcast_buffers: bool = True,
-                 find_unused_parameters: bool = False) -> None:
+    def __init__(self, module: Module, device_ids=None, output_device=None, dim: int = 0,
+                 broadcast_buffers: bool = True, process_group=None,
+                 bucket_cap_mb: float | None = None, find_unused_parameters: bool = False,
+                 check_reduction: bool = False, gradient_as_bucket_view: bool = False,
+                 static_graph: bool = False, *, bucket_bytes: int | None = None,
+                 group=None) -> None:
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: expected an nn.Module, got "
                             f"{type(module).__name__}")
-        bucket_bytes = _check_bytes("DistributedDataParallel", "bucket_bytes", bucket_bytes)
+        for flag, value in (("check_reduction", check_reduction),
+                            ("gradient_as_bucket_view", gradient_as_bucket_view),
+                            ("static_graph", static_graph)):
+            if not isinstance(value, bool):
+                raise TypeError(f"DistributedDataParallel: {flag} must be a bool, got "
+                                f"{type(value).__name__}")
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise TypeError(f"DistributedDataParallel: dim must be an int, got "
+                            f"{type(dim).__name__}")
+        if group is not None and process_group is not None and group is not process_group:
+            raise ValueError("DistributedDataParallel: got both process_group and group (the "
+                             "same argument); pass process_group only")
+        group = process_group if process_group is not None else group
+        bucket_bytes = _bucket_bytes(bucket_cap_mb, bucket_bytes)
         params = [p for p in module.parameters() if p.requires_grad]
         if not params:
             raise ValueError(f"DistributedDataParallel: {type(module).__name__} has no "
                              "parameters that require grad, so there is nothing to average")
+        _check_devices(params, device_ids, output_device)
         super().__init__()
         self.module = module
         dist = _dist()
@@ -69,6 +101,9 @@ class DistributedDataParallel(Module):
         object.__setattr__(self, "world_size", dist.get_world_size(group))
         object.__setattr__(self, "broadcast_buffers", bool(broadcast_buffers))
         object.__setattr__(self, "find_unused_parameters", bool(find_unused_parameters))
+        object.__setattr__(self, "dim", dim)
+        object.__setattr__(self, "gradient_as_bucket_view", gradient_as_bucket_view)
+        object.__setattr__(self, "static_graph", static_graph)
         object.__setattr__(self, "_params", params)
         object.__setattr__(self, "_sync", True)
         broadcast_tensors(params + list(module.buffers()), group)
@@ -199,6 +234,45 @@ class DistributedDataParallel(Module):
 
     def extra_repr(self) -> str:
         return f"world_size={self.world_size}, buckets={len(self._buckets)}"
+
+
+def _bucket_bytes(bucket_cap_mb, bucket_bytes) -> int:
+    """Bytes per bucket from PyTorch's bucket_cap_mb (MiB) or this class's bucket_bytes."""
+    name = "DistributedDataParallel"
+    if bucket_cap_mb is not None and bucket_bytes is not None:
+        raise ValueError(f"{name}: got both bucket_cap_mb and bucket_bytes; pass one")
+    if bucket_cap_mb is None:
+        return DEFAULT_DDP_BUCKET_BYTES if bucket_bytes is None else \
+            _check_bytes(name, "bucket_bytes", bucket_bytes)
+    if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, (int, float)) \
+            or not bucket_cap_mb > 0 or bucket_cap_mb == float("inf"):
+        raise ValueError(f"{name}: bucket_cap_mb must be a positive number of MiB, got "
+                         f"{bucket_cap_mb!r}")
+    return max(1, int(bucket_cap_mb * 1024 * 1024))
+
+
+def _check_devices(params, device_ids, output_device) -> None:
+    """PyTorch's single-device form: device_ids (one device) and output_device may only name the
+    device the module's parameters are on (an int is a CUDA device, as in PyTorch)."""
+    name = "DistributedDataParallel"
+    devices = {p.device for p in params}
+    for what, given in (("device_ids", device_ids), ("output_device", output_device)):
+        if given is None:
+            continue
+        if what == "device_ids":
+            if isinstance(given, (str, int, Device)) or not hasattr(given, "__len__") \
+                    or len(given) != 1:
+                raise ValueError(f"{name}: device_ids must be None or a list of one device "
+                                 f"(the module's), got {given!r}")
+            (given,) = given
+        try:
+            dev = Device(given)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{name}: {what} {given!r} is not a device: {e}") from None
+        if len(devices) != 1 or dev not in devices:
+            raise ValueError(f"{name}: {what} names {dev}, but the module's parameters are on "
+                             f"{', '.join(sorted(str(d) for d in devices))}; move the module "
+                             "there first (module.to(device)) or leave it as None")
 
 
 def _tensors_in(out):
