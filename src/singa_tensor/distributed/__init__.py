@@ -632,3 +632,13 @@ __all__ = [
     "is_nccl_available", "isend", "monitored_barrier", "new_group", "recv", "reduce",
     "reduce_scatter", "reduce_scatter_tensor", "scatter", "scatter_object_list", "send",
 ]
+
+
+def __getattr__(name: str):
+    # `dist.optim` as in torch.distributed: the sharded optimizer sits above the optimizers, so
+    # its module is imported on first use, not with this package
+    if name == "optim":
+        import importlib
+
+        return importlib.import_module(".optim", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
