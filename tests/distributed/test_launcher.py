@@ -91,3 +91,47 @@ def test_launcher_rejects_bad_arguments(args, message, capsys):
         launcher.build_command(args)
     assert e.value.code == 2
     assert message in capsys.readouterr().err
+
+
+HOSTS_SCRIPT = """
+import os
+import singa_tensor as st
+import singa_tensor.distributed as dist
+from singa_tensor import nn, optim
+dist.init_process_group()
+rank = dist.get_rank()
+t = st.tensor([float(rank)])
+dist.all_reduce(t)
+st.manual_seed(rank)  # DistOpt broadcasts rank 0's parameters
+net = nn.Linear(3, 1)
+opt = optim.DistOpt(optim.SGD(net.parameters(), lr=0.1))
+opt((net(st.ones(2, 3) * (rank + 1)) ** 2).mean())
+line = (f"HOST {os.environ.get('PMI_HOSTNAME') or os.environ.get('HOSTNAME')} rank={rank} "
+        f"local={dist.get_local_rank()} sum={t.item():g} w={net.weight.sum().item():.6f}")
+with open(os.path.join(os.path.dirname(__file__), f"rank{rank}.txt"), "w") as f:
+    f.write(line)  # a file per rank: the ranks' stdout lines may interleave
+"""
+
+
+@needs_mpi
+def test_a_hostfile_across_two_simulated_hosts(tmp_path):
+    # two names for this machine make two "hosts" of two slots each; MPICH's fork launcher
+    # (HYDRA_LAUNCHER=fork) starts their ranks without ssh, so ranks, local ranks and
+    # collectives are laid out as on two real machines
+    if launcher._is_open_mpi(launcher.find_mpiexec()):
+        pytest.skip("the simulated hosts use MPICH's fork launcher")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:2\n127.0.0.1:2\n")
+    script = tmp_path / "hosts_script.py"
+    script.write_text(HOSTS_SCRIPT)
+    env = dict(os.environ, OMP_NUM_THREADS="1", HYDRA_LAUNCHER="fork")
+    p = subprocess.run([sys.executable, "-m", "singa_tensor.distributed.run", "-n", "4",
+                        "--hostfile", str(hosts), "--timeout", "60", str(script)],
+                       capture_output=True, text=True, timeout=90, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = sorted((tmp_path / f"rank{r}.txt").read_text().split()[1:] for r in range(4))
+    assert [r[1:3] for r in rows] == [["rank=2", "local=0"], ["rank=3", "local=1"],
+                                      ["rank=0", "local=0"], ["rank=1", "local=1"]], rows
+    assert [r[0] for r in rows] == ["127.0.0.1", "127.0.0.1", "localhost", "localhost"]
+    assert {r[3] for r in rows} == {"sum=6"}
+    assert len({r[4] for r in rows}) == 1  # one averaged step: the replicas stay equal
