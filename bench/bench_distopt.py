@@ -1,8 +1,9 @@
 """DistOpt step time and bytes on the wire: the MLP 784-512-512-10, batch 64 per rank, SGD.
 
 Each world size runs the same script: a local step (backward + SGD, no communication), then
-DistOpt's four modes (full all-reduce, float16 on the wire, sparse top-k 1%, partial), and on
-one rank the full mode's bucketed path, which a world of one otherwise skips. Rows give
+DistOpt's four modes (full all-reduce, float16 on the wire, sparse top-k 1%, partial), DDP
+with Adam unsharded and with ZeroRedundancyOptimizer (its optimizer state bytes on rank 0
+printed after the table), and on one rank the full mode's bucketed path, which a world of one otherwise skips. Rows give
 the median step time in ms and the bytes this rank sent per step; `vs local` is the step time
 over the local step's in the same run, and the last table compares the 2-rank full step with the
 1-rank one (weak scaling: the same per-rank batch and one thread per rank, so 1.00x is perfect
@@ -86,6 +87,26 @@ def _measure(args) -> dict:
         o = optim.DistOpt(optim.SGD(list(m.parameters()), lr=0.01))
         ms = timed(lambda o=o, m=m, fn=fn: fn(o, m))
         rows[name] = (ms, o.last_bytes_sent)
+    # DDP with Adam, unsharded and with ZeRO's sharded state: the gradients' all-reduce, plus
+    # for ZeRO the broadcast of each owner's updated parameters
+    from singa_tensor.distributed.optim import ZeroRedundancyOptimizer, state_bytes
+    from singa_tensor.nn.parallel import DistributedDataParallel
+
+    state = {}
+    for name, sharded in (("DDP, Adam", False), ("DDP, ZeRO Adam", True)):
+        m = _model()
+        ddp = DistributedDataParallel(m)
+        o = (ZeroRedundancyOptimizer(m.parameters(), optim.Adam, lr=1e-3) if sharded
+             else optim.Adam(m.parameters(), lr=1e-3))
+
+        def ddp_step(o=o, ddp=ddp):
+            o.zero_grad()
+            loss_of(ddp).backward()
+            o.step()
+
+        ms = timed(ddp_step)
+        rows[name] = (ms, ddp.last_bytes_sent + getattr(o, "last_bytes_sent", 0))
+        state[name] = o.local_state_bytes() if sharded else state_bytes(o)
     if ws == 1:
         # A world of one skips the buckets in the full mode (the average of one gradient is
         # itself). This row times the bucketed path anyway (gradient hooks, packing, the
@@ -99,7 +120,7 @@ def _measure(args) -> dict:
             o._overlapped_backward(loss_of(m), buckets, *o._dense_launch(buckets))
 
         rows["full, bucketed"] = (timed(bucketed), 0)
-    return {"world": ws, "rows": rows}
+    return {"world": ws, "rows": rows, "state_bytes": state}
 
 
 def _print(result: dict) -> None:
@@ -107,8 +128,11 @@ def _print(result: dict) -> None:
     base = rows["local (no comm)"][0]
     print(f"\nDistOpt on {result['world']} rank(s), MLP 784-512-512-10, batch 64 per rank")
     print(f"{'mode':<18}{'ms/step':>10}{'vs local':>10}{'bytes/step':>14}")
+    # bytes/step: what this rank sent (DDP's all-reduce input, plus ZeRO's broadcasts)
     for name, (ms, nbytes) in rows.items():
         print(f"{name:<18}{ms:>10.2f}{ms / base:>9.2f}x{nbytes:>14,}")
+    for name, nbytes in result.get("state_bytes", {}).items():
+        print(f"optimizer state on rank 0, {name}: {nbytes:,} bytes")
 
 
 def main() -> int:
