@@ -635,9 +635,10 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # `dist.optim` as in torch.distributed: the sharded optimizer sits above the optimizers, so
-    # its module is imported on first use, not with this package
-    if name == "optim":
+    # `dist.optim` as in torch.distributed: the sharded optimizer (and the tensor-parallel
+    # layers) sit above the optimizers and nn, so their modules are imported on first use, not
+    # with this package
+    if name in ("optim", "tensor_parallel"):
         import importlib
 
         return importlib.import_module(".optim", __name__)
