@@ -148,7 +148,34 @@ def _check_from(op: str, layer, cls) -> None:
 # ---- layers ------------------------------------------------------------------------------------
 
 
-class ColumnParallelLinear(Module):
+class _ParallelLinear(Module):
+    """What the two parallel linears share: their sizes, the group, the weight shard (split
+    along `split`, "out_features" or "in_features") and the bias, initialised as nn.Linear's
+    full layer would be."""
+
+    def _build(self, in_features: int, out_features: int, bias: bool, group, split: str,
+               device, dtype) -> int:
+        """Set the layer up; returns the features of `split` this rank holds."""
+        name = type(self).__name__
+        self.in_features = _positive_int(name, "in_features", in_features)
+        self.out_features = _positive_int(name, "out_features", out_features)
+        self.group, self.tp_rank, self.tp_size = _shard_of(name, group)
+        full = out_features if split == "out_features" else in_features
+        per = _per_rank(name, split, full, self.tp_size)
+        shape = (per, in_features) if split == "out_features" else (out_features, per)
+        self.weight = Parameter(creation.empty(*shape, dtype=dtype, device=device))
+        if bias:
+            self.bias = Parameter(creation.empty(shape[0], dtype=dtype, device=device))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+        return per
+
+    def reset_parameters(self) -> None:
+        _init_linear(self.weight, self.bias, self.in_features)
+
+
+class ColumnParallelLinear(_ParallelLinear):
     """nn.Linear with the weight split by output rows over the ranks of group: rank r holds
     rows [r*out/R, (r+1)*out/R) of weight and bias (out_features must divide evenly).
 
@@ -168,22 +195,9 @@ class ColumnParallelLinear(Module):
                  gather_output: bool = True, group: Group | None = None, device=None,
                  dtype=None) -> None:
         super().__init__()
-        name = type(self).__name__
-        self.in_features = _positive_int(name, "in_features", in_features)
-        self.out_features = _positive_int(name, "out_features", out_features)
         self.gather_output = bool(gather_output)
-        self.group, self.tp_rank, self.tp_size = _shard_of(name, group)
-        self.out_features_per_rank = _per_rank(name, "out_features", out_features, self.tp_size)
-        rows = self.out_features_per_rank
-        self.weight = Parameter(creation.empty(rows, in_features, dtype=dtype, device=device))
-        if bias:
-            self.bias = Parameter(creation.empty(rows, dtype=dtype, device=device))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        _init_linear(self.weight, self.bias, self.in_features)
+        self.out_features_per_rank = self._build(in_features, out_features, bias, group,
+                                                 "out_features", device, dtype)
 
     @classmethod
     def from_linear(cls, linear: Linear, group: Group | None = None,
@@ -224,7 +238,7 @@ class ColumnParallelLinear(Module):
                 f"rank={self.tp_rank}/{self.tp_size}")
 
 
-class RowParallelLinear(Module):
+class RowParallelLinear(_ParallelLinear):
     """nn.Linear with the weight split by input columns over the ranks of group: rank r holds
     columns [r*in/R, (r+1)*in/R) of weight (in_features must divide evenly) and the whole bias.
 
@@ -245,22 +259,9 @@ class RowParallelLinear(Module):
                  input_is_parallel: bool = False, group: Group | None = None, device=None,
                  dtype=None) -> None:
         super().__init__()
-        name = type(self).__name__
-        self.in_features = _positive_int(name, "in_features", in_features)
-        self.out_features = _positive_int(name, "out_features", out_features)
         self.input_is_parallel = bool(input_is_parallel)
-        self.group, self.tp_rank, self.tp_size = _shard_of(name, group)
-        self.in_features_per_rank = _per_rank(name, "in_features", in_features, self.tp_size)
-        cols = self.in_features_per_rank
-        self.weight = Parameter(creation.empty(out_features, cols, dtype=dtype, device=device))
-        if bias:
-            self.bias = Parameter(creation.empty(out_features, dtype=dtype, device=device))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        _init_linear(self.weight, self.bias, self.in_features)
+        self.in_features_per_rank = self._build(in_features, out_features, bias, group,
+                                                "in_features", device, dtype)
 
     @classmethod
     def from_linear(cls, linear: Linear, group: Group | None = None,
