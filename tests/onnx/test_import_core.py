@@ -123,9 +123,8 @@ def test_malformed_files_raise(tmp_path):
     # a node reading a value that nothing produces
     g = helper.make_graph([helper.make_node("Relu", ["ghost"], ["y"], name="r")], "g",
                           [_vi("x", shape=[1])], [_vi("y", shape=[1])])
-    m = st.onnx.load(helper.make_model(g))
     with pytest.raises(OnnxImportError, match="input 'ghost' is not produced"):
-        m(st.ones(1))
+        st.onnx.load(helper.make_model(g))
 
 
 def test_wrong_number_of_inputs():

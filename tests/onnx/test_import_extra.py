@@ -255,7 +255,7 @@ def test_stft_errors():
 
 def test_swiglu_gradient_matches_finite_differences():
     node = helper.make_node("SwiGLU", ["a", "b"], ["y"], alpha=0.7)
-    m = st.onnx.load(model([node], [vi("a", D), vi("b", D)], [vi("y", D)], 21))
+    m = st.onnx.load(model([node], [vi("a", D), vi("b", D)], [vi("y", D)], 28))
     rng = np.random.default_rng(6)
     a, b = rng.standard_normal((2, 3)), rng.standard_normal((2, 3))
     at = st.tensor(a, requires_grad=True)
@@ -270,13 +270,13 @@ def test_swiglu_gradient_matches_finite_differences():
 def test_swiglu_rejects_broadcasting():
     node = helper.make_node("SwiGLU", ["a", "b"], ["y"])
     with pytest.raises(OnnxImportError, match=r"\(SwiGLU\): A and B must have the same shape"):
-        run1(node, [np.ones((2, 3), np.float32), np.ones((3,), np.float32)])
+        run1(node, [np.ones((2, 3), np.float32), np.ones((3,), np.float32)], opset=28)
 
 
 def test_swiglu_rejects_mixed_types():
     node = helper.make_node("SwiGLU", ["a", "b"], ["y"])
     with pytest.raises(OnnxImportError, match=r"A and B must have the same type"):
-        run1(node, [np.ones(2, np.float32), np.ones(2)], [F, D])
+        run1(node, [np.ones(2, np.float32), np.ones(2)], [F, D], opset=28)
 
 
 # ---- NonMaxSuppression ---------------------------------------------------------------------------
@@ -382,14 +382,14 @@ def test_matmul_integer_errors():
 def test_bitcast_float16_round_trip_and_width_error():
     x = np.array([1.0, -2.5], np.float16)
     node = helper.make_node("BitCast", ["x"], ["y"], to=TensorProto.INT16)
-    y = run1(node, [x], TensorProto.FLOAT16, TensorProto.INT16)
+    y = run1(node, [x], TensorProto.FLOAT16, TensorProto.INT16, opset=26)
     assert y.tolist() == x.view(np.int16).tolist()
     node = helper.make_node("BitCast", ["x"], ["y"], to=TensorProto.INT64)
     with pytest.raises(OnnxImportError, match=r"\(BitCast\): .*32 bits\) cannot be bit-cast"):
-        run1(node, [np.ones(2, np.float32)], F, I64)
+        run1(node, [np.ones(2, np.float32)], F, I64, opset=26)
     node = helper.make_node("BitCast", ["x"], ["y"])
     with pytest.raises(OnnxImportError, match=r"attribute 'to' is required"):
-        run1(node, [np.ones(2, np.float32)])
+        run1(node, [np.ones(2, np.float32)], opset=26)
 
 
 def _tfidf(mode="TFIDF", **kw):
@@ -455,7 +455,7 @@ def _la_model(rule="gated_delta", **attrs):
            "beta" if "delta" in rule else ""]
     node = helper.make_node("LinearAttention", ins, ["o", "s"], **attrs)
     inputs = [vi(n, D) for n in ins if n]
-    return model([node], inputs, [vi("o", D), vi("s", D)], 21)
+    return model([node], inputs, [vi("o", D), vi("s", D)], 27)
 
 
 def _la_ref(q, k, v, decay, beta, hq, hkv):

@@ -50,18 +50,29 @@ def _ensure_handlers() -> None:
     _loaded = True
 
 
-def _read_model(model):
+def _read_model(model, base_dir=None):
+    """(ModelProto, its folder for external data): a path's folder, else base_dir."""
+    import os
+
     onnx = _onnx()
+    if base_dir is not None:
+        base_dir = os.fspath(base_dir)
+        if not os.path.isdir(base_dir):
+            raise OnnxImportError(f"onnx load: base_dir {base_dir!r} is not a folder")
     if isinstance(model, onnx.ModelProto):
-        return model
-    if isinstance(model, (bytes, bytearray)):
+        return model, base_dir
+    if isinstance(model, (bytes, bytearray, memoryview)):
         data = bytes(model)
         where = "bytes"
     elif hasattr(model, "read"):
         data = model.read()
         where = getattr(model, "name", "file object")
+        if base_dir is None and isinstance(where, str) and os.path.isfile(where):
+            base_dir = os.path.dirname(os.path.abspath(where))
     else:
         where = str(model)
+        if base_dir is None:
+            base_dir = os.path.dirname(os.path.abspath(os.fspath(model)))
         try:
             with open(model, "rb") as fh:
                 data = fh.read()
@@ -76,11 +87,30 @@ def _read_model(model):
         raise OnnxImportError(f"onnx load: {where} is not an ONNX model (it has no graph)")
     if not proto.HasField("graph"):
         raise OnnxImportError(f"onnx load: {where} is empty")
+    return proto, base_dir
+
+
+def _checked_model(model, base_dir=None):
+    """The model read, its external data filled in from its folder, and its structure checked
+    (onnx/_validate.py): refused at load rather than on first call."""
+    from . import _validate
+
+    proto, base = _read_model(model, base_dir)
+    proto = _validate.load_external(proto, base)
+    opsets = _validate.check_opsets(proto)
+    opsets.setdefault("", 21)
+    _validate.check_graph(proto.graph, opsets)
     return proto
 
 
-def load(model, outputs=None, device=None):
+def load(model, outputs=None, device=None, base_dir=None):
     """Import an ONNX model (path, file object, bytes or ModelProto) as a trainable nn.Module.
+
+    Tensors kept in external data files are read from the model's folder (the folder of the
+    path, or `base_dir`, which loading from bytes, a file object or a ModelProto needs); a
+    location outside that folder (absolute, `..`, a symbolic link out) is refused. The graph
+    is checked at load: known opsets, each op present at its opset, attribute types, every
+    value assigned once and produced before it is read.
 
     Float initializers become Parameters (batch-norm running statistics become buffers), so
     the module fine-tunes like any other; `outputs` cuts the graph at the named values (for
@@ -111,7 +141,8 @@ def load(model, outputs=None, device=None):
     _ensure_handlers()
     from ._graph import OnnxModule
 
-    mod = OnnxModule(_read_model(model), outputs=list(outputs) if outputs is not None else None)
+    mod = OnnxModule(_checked_model(model, base_dir),
+                     outputs=list(outputs) if outputs is not None else None)
     if device is not None:
         mod.to(device)
     return mod

@@ -462,6 +462,10 @@ class OnnxModule(Module):
             raise OnnxImportError(
                 f"onnx model: expected {len(self._graph.input_names)} inputs "
                 f"({', '.join(self._graph.input_names)}), got {len(inputs)}")
+        types = self._graph.types
+        for name, x in zip(self._graph.input_names, vals):
+            if isinstance(x, Tensor):
+                _check_input_kind(name, types.get(name, 0), x)
         if self.fast and _execution.current() is None and not self._wants_grad(vals):
             fp = self.__dict__.get("_fast_path")
             if fp is None:
@@ -491,6 +495,28 @@ class OnnxModule(Module):
             else:
                 result.append(_to_numpy(v, code))
         return result
+
+
+_FLOAT_CODES = {1, 10, 11, 16}
+_INT_CODES = {2, 3, 4, 5, 6, 7, 12, 13}
+_KIND = {**{c: "floating point" for c in _FLOAT_CODES}, **{c: "integer" for c in _INT_CODES},
+         9: "bool", 8: "string"}
+
+
+def _check_input_kind(name: str, code: int, x: Tensor) -> None:
+    """Refuse an input whose kind (float, integer, bool, string) is not the declared one; a
+    width change within a kind (float64 for float32) is converted as before."""
+    want = _KIND.get(code)
+    if want is None:
+        return
+    got = "bool" if x.dtype is _dt.bool_ else \
+        "floating point" if x.dtype.is_floating_point else "integer"
+    if got != want:
+        import onnx
+
+        raise OnnxImportError(
+            f"onnx model: input {name!r} is declared {onnx.TensorProto.DataType.Name(code)} "
+            f"({want}), got a {x.dtype} tensor")
 
 
 def _to_numpy(v, code):

@@ -333,8 +333,8 @@ def _avg_pool2d_fast(node, x, attrs):
     pads that count towards the divisor are materialised as zeros first.
 
     MaxPool stays on the window gather: index_select + amax measured faster than the
-    max_pool2d kernel (index search, then a gather) at every shape tried, and it keeps the
-    gradient of tied maxima split as before."""
+    max_pool2d kernel (index search, then a gather) at every shape tried; the gradient of a
+    tied maximum goes to its first tap on every path, as in nn.MaxPool2d."""
     if x.ndim != 4 or x.dtype not in (_dt.float32, _dt.float64):
         return None
     kernel = list(attrs.get("kernel_shape") or [])
@@ -359,6 +359,12 @@ def _avg_pool2d_fast(node, x, attrs):
     return F.avg_pool2d(xp, tuple(kernel), tuple(strides), tuple(pad), ceil, count_pad)
 
 
+def _grad_wanted(x) -> bool:
+    from .. import autograd
+
+    return autograd.is_grad_enabled() and x.requires_grad
+
+
 def _max_pool2d_fast(node, x, attrs):
     """MaxPool of a 4-d float input on F.max_pool2d (one kernel instead of gathering every
     window), or None where its rules cannot give the ONNX result: uneven pads, pads over half
@@ -372,7 +378,7 @@ def _max_pool2d_fast(node, x, attrs):
     if pb != pe or any(p > k // 2 for p, k in zip(pb, kernel)):
         return None
     ends = [(k - 1) * d + (o - 1) * s + 1 for k, d, o, s in zip(kernel, dil, out, strides)]
-    if not any(pb) and kernel[0] * kernel[1] <= 9 and all(
+    if not any(pb) and kernel[0] * kernel[1] <= 9 and not _grad_wanted(x) and all(
             e <= n for e, n in zip(ends, x.shape[2:])):
         # every window inside the image: the max of the kernel's strided views (NaN wins,
         # as in max_pool2d), a few elementwise kernels instead of an index and a gather
@@ -398,7 +404,9 @@ def max_pool(node, inputs, attrs):
     win, (spatial, kernel, strides, dil, pb, _, pe_all, out) = _pool_windows(
         node, xf, attrs, -math.inf)
     n, c = x.shape[:2]
-    y = win.amax(dim=2).reshape(n, c, *out)
+    # max with its index, not amax: a tied maximum's gradient goes to its first tap, as in
+    # nn.MaxPool2d (amax would share it evenly)
+    y = win.max(dim=2)[0].reshape(n, c, *out)
     if xf is not x:
         y = y.to(x.dtype)
     if not node.wants(1):
@@ -462,7 +470,10 @@ def global_pool(node, inputs, attrs):
     if node.op_type == "GlobalAveragePool":
         return x.mean(dim=dims, keepdim=True)
     if node.op_type == "GlobalMaxPool":
-        return _float(x).amax(dim=dims, keepdim=True).to(x.dtype)
+        # the first of tied maxima takes the gradient, as in MaxPool
+        xf = _float(x)
+        flat = xf.reshape(*x.shape[:2], -1)
+        return flat.max(dim=2)[0].reshape(*x.shape[:2], *([1] * len(dims))).to(x.dtype)
     p = float(attrs.get("p", 2))
     return (x.abs() ** p).sum(dim=dims, keepdim=True) ** (1.0 / p)
 

@@ -12,6 +12,7 @@ not the positions.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -99,6 +100,28 @@ def _resize_matrix(n_in, n_out, scale, roi, mode, attrs):
     return m, extra
 
 
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40
+
+
+def _check_resize_size(node, x, out: list) -> None:
+    """Refuse an output (or a per-axis interpolation matrix) larger than this machine's
+    memory before building anything: huge scales would otherwise spend minutes in the
+    matrix loop on the way to a MemoryError."""
+    if any(o < 0 for o in out):
+        raise node.fail(f"output shape {out} has a negative size")
+    total = math.prod(out) * max(x.dtype.itemsize, 4)
+    widest = max((o * n * 8 for o, n in zip(out, x.shape)), default=0)
+    limit = _memory_bytes()
+    if max(total, widest) > limit:
+        raise node.fail(f"output shape {out} from input {list(x.shape)} needs "
+                        f"{max(total, widest) / 2**30:.1f} GiB, more than this machine's "
+                        f"{limit / 2**30:.1f} GiB of memory")
+
+
 def _resize(node, x, scales, sizes, roi, attrs, mode):
     r = x.ndim
     axes = list(attrs.get("axes") or range(r))
@@ -123,6 +146,7 @@ def _resize(node, x, scales, sizes, roi, attrs, mode):
             if s <= 0:
                 raise node.fail(f"scales must be positive, got {scales}")
             out[a], full_scale[a] = int(math.floor(x.shape[a] * s)), s
+    _check_resize_size(node, x, out)
     full_roi = None
     if roi is not None and len(roi):
         full_roi = [(0.0, 1.0)] * r
