@@ -191,3 +191,48 @@ except ValueError as e:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        env=env)
     assert "ERR SINGA_DIST_TIMEOUT must be a number of seconds, got 'abc'" in p.stdout
+
+
+def test_check_off_still_refuses_collectives_over_different_sizes():
+    # SINGA_DIST_CHECK=0 drops the shape/dtype agreement, not the size check: a collective
+    # over buffers of different sizes must raise, never reduce part of one
+    body = """
+    dist.init_process_group(timeout=20)
+    r = dist.get_rank()
+    res = {}
+    for name, fn in [
+        ("broadcast", lambda: dist.broadcast(st.ones(3 + r), 0)),
+        ("all_gather", lambda: dist.all_gather([st.zeros(2 + r)] * 2, st.ones(2 + r))),
+        ("all_gather_into_tensor",
+         lambda: dist.all_gather_into_tensor(st.zeros(4 + 2 * r), st.ones(2 + r))),
+        ("reduce_scatter_tensor",
+         lambda: dist.reduce_scatter_tensor(st.zeros(2 + r), st.ones(4 + 2 * r))),
+    ]:
+        try:
+            fn()
+            res[name] = "no error"
+        except dist.DistributedError as e:
+            res[name] = str(e)
+    # equal sizes, different shapes: allowed with the check off (same bytes)
+    t = st.ones(2, 3) if r == 0 else st.ones(3, 2)
+    dist.all_reduce(t)
+    res["same size"] = t.sum().item()
+    try:
+        dist.all_reduce(st.ones(5 + r))
+        res["all_reduce"] = "no error"
+    except dist.DistributedError as e:
+        res["all_reduce"] = str(e)
+    report(res)
+    """
+    out, proc = run(2, body, timeout=60, env={"SINGA_DIST_CHECK": "0"}, check=False)
+    assert set(out) == {0, 1}, proc.stdout + proc.stderr
+    for r in (0, 1):
+        res = out[r]
+        for name in ("broadcast", "all_gather", "all_gather_into_tensor",
+                     "reduce_scatter_tensor"):
+            assert res[name].startswith(f"{name}: the ranks called it with different "
+                                        "arguments"), res[name]
+            assert "bytes" in res[name]
+        assert res["same size"] == 12.0
+        assert res["all_reduce"].startswith("all_reduce: the ranks passed tensors of "
+                                            "different sizes"), res["all_reduce"]

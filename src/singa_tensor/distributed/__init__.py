@@ -98,8 +98,8 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     backend: "mpi", "nccl" (CUDA tensors over NCCL, everything else over MPI) or "auto"/None
     (NCCL when a GPU and NCCL are present). timeout: seconds (or a timedelta) any wait may take
     before it raises DistributedError (default: $SINGA_DIST_TIMEOUT, else 300). Set
-    SINGA_DIST_CHECK=0 to skip the per-collective check that all ranks pass the same shape and
-    dtype.
+    SINGA_DIST_CHECK=0 to narrow the per-collective check that all ranks pass the same shape and
+    dtype to a check of the payload's size in bytes.
 
     PyTorch's other arguments are accepted where MPI can honour them: init_method None or
     "env://", world_size and rank when they equal what MPI reports (RuntimeError otherwise),

@@ -239,6 +239,10 @@ def _digest(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") >> 2
 
 
+def _nbytes(t: Tensor) -> int:
+    return t.numel() * t.dtype.itemsize
+
+
 def _describe(t: Tensor) -> str:
     return f"shape {tuple(t.shape)} dtype {t.dtype.name}"
 
@@ -326,22 +330,39 @@ class Communicator:
         raise NotImplementedError
 
     # ---- shared checks -----------------------------------------------------------------------
-    def agree(self, name: str, desc: str) -> None:
+    def agree(self, name: str, desc: str, nbytes: int | None = None) -> None:
         """Raise DistributedError on every rank unless all ranks are calling `name` with the
-        same `desc` (shape, dtype, root ...). Costs one 16-byte all-reduce."""
-        if self.size == 1 or not self.check:
+        same `desc` (shape, dtype, root ...). Costs one 16-byte all-reduce. With the check off
+        (SINGA_DIST_CHECK=0) the ranks still agree on `nbytes`, the payload size, when given:
+        a collective over buffers of different sizes would reduce part of one silently."""
+        if self.size == 1:
+            return
+        if not self.check:
+            if nbytes is not None:
+                self.agree_size(name, nbytes)
             return
         if self._agree_hash(_digest(f"{name}|{desc}"), name):
             return
         self._disagree(name, desc)
 
-    def agree_key(self, name: str, key: tuple, describe: Callable[[], str]) -> None:
-        """agree(name, describe()) for calls that repeat: the digest is remembered per key
-        (a hashable summary of the arguments), so a repeated call only pays the all-reduce."""
-        if self.size == 1 or not self.check:
+    def agree_key(self, name: str, key: tuple, describe: Callable[[], str],
+                  nbytes: int | None = None) -> None:
+        """agree(name, describe(), nbytes) for calls that repeat: the digest is remembered per
+        key (a hashable summary of the arguments), so a repeated call only pays the
+        all-reduce."""
+        if self.size == 1:
+            return
+        if not self.check:
+            if nbytes is not None:
+                self.agree_size(name, nbytes)
             return
         if not self._agree_hash(self._key_digest(name, key, describe), name):
             self._disagree(name, describe())
+
+    def agree_size(self, name: str, nbytes: int) -> None:
+        """The check that stays on under SINGA_DIST_CHECK=0: every rank passes nbytes."""
+        if not self._agree_hash(int(nbytes), name):
+            self._disagree(name, f"a payload of {int(nbytes)} bytes")
 
     def _key_digest(self, name: str, key: tuple, describe: Callable[[], str]) -> int:
         h = self._digests.get(key)
@@ -411,7 +432,7 @@ class Communicator:
         if self.size == 1:
             return self._finish(completed(name), None, async_op)
         self.agree_key(name, (name, t._shape, t.dtype, op),
-                       lambda: f"{_describe(t)} op {op.name}")
+                       lambda: f"{_describe(t)} op {op.name}", _nbytes(t))
         buf, back = self._stage(t, True)
         self.bytes_sent += 2 * (self.size - 1) * self._nbytes(t) // self.size
         return self._finish(self._allreduce(name, buf, op, t.dtype), back, async_op)
@@ -420,7 +441,7 @@ class Communicator:
         name = "broadcast"
         t = self._tensor(tensor, name)
         src = self._root(src, name, "src")
-        self.agree(name, f"{_describe(t)} src {src}")
+        self.agree(name, f"{_describe(t)} src {src}", _nbytes(t))
         if self.size == 1:
             return self._finish(completed(name), None, async_op)
         buf, back = self._stage(t, self.rank != src)
@@ -435,7 +456,7 @@ class Communicator:
         op = as_reduce_op(op, name)
         self._reducible(name, t.dtype, op)
         dst = self._root(dst, name, "dst")
-        self.agree(name, f"{_describe(t)} op {op.name} dst {dst}")
+        self.agree(name, f"{_describe(t)} op {op.name} dst {dst}", _nbytes(t))
         if self.size == 1:
             return self._finish(completed(name), None, async_op)
         buf, back = self._stage(t, self.rank == dst)
@@ -448,7 +469,7 @@ class Communicator:
         name = "all_gather"
         t = self._tensor(tensor, name)
         outs = self._same_list(name, "tensor_list", tensor_list, t)
-        self.agree(name, _describe(t))
+        self.agree(name, _describe(t), _nbytes(t))
         send, _ = self._stage(t, False)
         if self.size == 1:
             work = completed(name)
@@ -472,7 +493,7 @@ class Communicator:
         ins = self._same_list(name, "input_list", input_list, t)
         op = as_reduce_op(op, name)
         self._reducible(name, t.dtype, op)
-        self.agree(name, f"{_describe(t)} op {op.name}")
+        self.agree(name, f"{_describe(t)} op {op.name}", _nbytes(t))
         if self.size == 1:
             return self._finish(completed(name), lambda: self._store(t, self._stage(ins[0],
                                                                                     False)[0]),
@@ -496,7 +517,7 @@ class Communicator:
             outs = self._same_list(name, "gather_list", gather_list, t)
         elif gather_list:
             raise ValueError(f"{name}: gather_list is only given on the destination rank {dst}")
-        self.agree(name, f"{_describe(t)} dst {dst}")
+        self.agree(name, f"{_describe(t)} dst {dst}", _nbytes(t))
         send, _ = self._stage(t, False)
         if self.size == 1:
             return self._finish(completed(name), self._scatter_into(outs, None, send), async_op)
@@ -517,7 +538,7 @@ class Communicator:
             ins = self._same_list(name, "scatter_list", scatter_list, t)
         elif scatter_list:
             raise ValueError(f"{name}: scatter_list is only given on the source rank {src}")
-        self.agree(name, f"{_describe(t)} src {src}")
+        self.agree(name, f"{_describe(t)} src {src}", _nbytes(t))
         if self.size == 1:
             return self._finish(completed(name), lambda: self._store(t, self._stage(ins[0],
                                                                                     False)[0]),
@@ -665,7 +686,7 @@ class Communicator:
         o = self._tensor(output_tensor, name, "output_tensor")
         i = self._tensor(input_tensor, name, "input_tensor")
         self._dim0_layout(name, o, i, "output_tensor", "input_tensor")
-        self.agree(name, _describe(i))
+        self.agree(name, _describe(i), _nbytes(i))
         send, _ = self._stage(i, False)
         if self.size == 1:
             return self._finish(completed(name), lambda: self._store(o, send.reshape(o.shape)),
@@ -683,7 +704,7 @@ class Communicator:
         op = as_reduce_op(op, name)
         self._dim0_layout(name, i, o, "input", "output")
         self._reducible(name, o.dtype, op)
-        self.agree(name, f"{_describe(o)} op {op.name}")
+        self.agree(name, f"{_describe(o)} op {op.name}", _nbytes(o))
         send, _ = self._stage(i, False)
         if self.size == 1:
             return self._finish(completed(name), lambda: self._store(o, send.reshape(o.shape)),
@@ -740,7 +761,8 @@ class Communicator:
         else:
             buf = array.view(_dt.bool_.storage) if dtype is _dt.bool_ else array
             self.agree_key(name, (name, array.shape, dtype, op),
-                           lambda: f"shape {array.shape} dtype {dtype.name} op {op.name}")
+                           lambda: f"shape {array.shape} dtype {dtype.name} op {op.name}",
+                           array.nbytes)
             work = self._allreduce(name, buf, op, dtype)
             self.bytes_sent += 2 * (self.size - 1) * array.nbytes // self.size
         return work if async_op else work.wait() and None

@@ -224,8 +224,18 @@ class MpiCommunicator(Communicator):
             # all-reduce whose ranks disagree on the element size
             if not self._agree_hash(h, "all_reduce"):
                 self._disagree("all_reduce", f"{_describe(tensor)} op {op.name}")
-        _wait("all_reduce", self.mpi.Iallreduce(_MPI.IN_PLACE, [buf, mtype], mop), self.timeout,
-              buf)
+            req = self.mpi.Iallreduce(_MPI.IN_PLACE, [buf, mtype], mop)
+        else:
+            # SINGA_DIST_CHECK=0 keeps the size check, in flight with the data: one round
+            # trip of latency overlapped, and a partial reduce is never returned as a result
+            req = self.mpi.Iallreduce(_MPI.IN_PLACE, [buf, mtype], mop)
+            if not self._agree_hash(sent_bytes := n * tensor.dtype.itemsize, "all_reduce"):
+                raise DistributedError(
+                    f"all_reduce: the ranks passed tensors of different sizes (this rank "
+                    f"({self.rank}) has {_describe(tensor)}, {sent_bytes} bytes); with "
+                    "SINGA_DIST_CHECK=0 this is found after the data was sent, so the process "
+                    "group cannot be used after it")
+        _wait("all_reduce", req, self.timeout, buf)
         if op is ReduceOp.AVG:
             self._average(buf, tensor.dtype)
         storage.version += 1
