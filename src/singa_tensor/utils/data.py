@@ -6,6 +6,11 @@ Workers only fetch samples: what they send back travels as numpy arrays (tensors
 into arrays for the trip and rebuilt by the parent), and the parent applies `collate_fn`, so a
 lambda works as collate_fn even under spawn. Batches come back in sampler order whatever the
 number of workers.
+
+Each worker sends its batches on a pipe of its own that only it can write to, framed by a
+length header; the parent reads them with bounded waits (`select`), so a worker that dies
+mid-message is seen at once (end of file) and `timeout` bounds every wait, including one for
+the rest of a message that was started.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ import multiprocessing as mp
 import os
 import queue
 import random as _pyrandom
+import select
+import struct
+import time
 import traceback
 import weakref
 from collections.abc import Mapping, Sequence
@@ -515,7 +523,56 @@ class _WorkerError:
         raise RuntimeError(self.message)
 
 
-def _worker_loop(dataset, index_q, result_q, worker_id: int, num_workers: int, seed: int,
+_HEADER = struct.Struct("<Q")
+
+
+def _send_message(fd: int, msg) -> None:
+    """One framed message (8-byte length, then the pickled msg) on a pipe's write end."""
+    payload = ForkingPickler.dumps(msg)
+    view = memoryview(_HEADER.pack(len(payload)) + bytes(payload))
+    while view:
+        view = view[os.write(fd, view):]
+
+
+class _Reader:
+    """The parent's end of one worker's pipe: reads whatever is available without blocking
+    and hands out whole messages."""
+
+    def __init__(self, conn, worker):
+        self.conn, self.fd, self.worker = conn, conn.fileno(), worker
+        self.head = bytearray()
+        self.body: bytearray | None = None
+        self.filled = 0
+        self.eof = False
+
+    def pump(self, out: list) -> None:
+        """Read once (the fd is readable); append complete messages to out."""
+        if self.body is None:
+            chunk = os.read(self.fd, _HEADER.size - len(self.head))
+            if not chunk:
+                self.eof = True
+                return
+            self.head += chunk
+            if len(self.head) == _HEADER.size:
+                self.body = bytearray(_HEADER.unpack(self.head)[0])
+                self.filled = 0
+        else:
+            got = os.readv(self.fd, [memoryview(self.body)[self.filled:]]) \
+                if self.filled < len(self.body) else 0
+            if got == 0 and self.filled < len(self.body):
+                self.eof = True
+                return
+            self.filled += got
+        if self.body is not None and self.filled == len(self.body):
+            out.append(ForkingPickler.loads(self.body))
+            self.head, self.body = bytearray(), None
+
+    @property
+    def mid_message(self) -> bool:
+        return bool(self.head) or self.body is not None
+
+
+def _worker_loop(dataset, index_q, result_conn, worker_id: int, num_workers: int, seed: int,
                  init_fn, batched: bool, iterable: tuple | None = None) -> None:
     global _worker_info
     _worker_info = WorkerInfo(worker_id, num_workers, seed, dataset)
@@ -554,21 +611,27 @@ def _worker_loop(dataset, index_q, result_q, worker_id: int, num_workers: int, s
             msg = (n, None, WorkerExhausted())
         except Exception as e:  # noqa: BLE001 - reported to the parent with its traceback
             msg = (n, None, _WorkerError(e, f"DataLoader worker {worker_id} on batch {n}"))
-        result_q.put(msg)
+        try:
+            _send_message(result_conn.fileno(), msg)
+        except (BrokenPipeError, OSError):  # the parent stopped reading: shut down
+            return
 
 
-def _shutdown(workers: list, index_queues: list, result_q) -> None:
+def _shutdown(workers: list, index_queues: list, readers: list) -> None:
     for q in index_queues:
         try:
             q.put(None)
         except (OSError, ValueError):
             pass
+    # closing the read ends first ends a worker blocked writing a batch nobody will read
+    for r in readers:
+        r.conn.close()
     for w in workers:
         w.join(timeout=5.0)
         if w.is_alive():
             w.terminate()
             w.join(timeout=1.0)
-    for q in (*index_queues, result_q):
+    for q in index_queues:
         q.cancel_join_thread()
         q.close()
 
@@ -585,27 +648,34 @@ class _MultiProcessIter:
         self._job_worker: dict = {}
         self._next_worker = 0
         ctx = mp.get_context(loader.multiprocessing_context or "spawn")
-        self._result_q = ctx.Queue()
-        self._index_queues, self._workers = [], []
+        self._index_queues, self._workers, self._readers = [], [], []
+        self._messages: list = []
         self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._index_queues,
-                                           self._result_q)
+                                           self._readers)
         for wid in range(n):
             iq = ctx.Queue()
+            # one pipe per worker; the parent closes its write end once the worker started,
+            # so the worker holds the only one (forked later workers never inherit it)
+            read_end, write_end = ctx.Pipe(duplex=False)
             w = ctx.Process(target=_worker_loop, daemon=True,
-                            args=(loader.dataset, iq, self._result_q, wid, n,
+                            args=(loader.dataset, iq, write_end, wid, n,
                                   (base_seed + wid) % (1 << 63), loader.worker_init_fn,
                                   loader.batch_size is not None, iterable))
             try:
                 w.start()
             except Exception as e:
+                read_end.close()
+                write_end.close()
                 self._finalizer()
                 raise RuntimeError(
                     f"DataLoader: could not start worker processes ({type(e).__name__}: {e}). "
                     f"With num_workers > 0 the dataset and worker_init_fn are sent to the "
                     f"workers, so they must be picklable (module-level classes and functions)"
                 ) from e
+            write_end.close()
             self._index_queues.append(iq)
             self._workers.append(w)
+            self._readers.append(_Reader(read_end, w))
         self._sent = 0
         self._received = 0
         self._buffer: dict = {}
@@ -660,20 +730,37 @@ class _MultiProcessIter:
         return self._collate(ForkingPickler.loads(data))
 
     def _get(self):
-        waited = 0.0
-        while True:
-            try:
-                return self._result_q.get(timeout=1.0)
-            except queue.Empty:
-                waited += 1.0
+        start = time.monotonic()
+        while not self._messages:
+            live = [r for r in self._readers if not r.eof]
+            wait = 1.0
+            if self._timeout:
+                wait = min(wait, max(0.0, start + self._timeout - time.monotonic()))
+            ready = select.select([r.fd for r in live], [], [], wait)[0] if live else []
+            if not live:
+                time.sleep(wait)
+            by_fd = {r.fd: r for r in live}
+            for fd in ready:
+                r = by_fd[fd]
+                r.pump(self._messages)
+                if r.eof:
+                    self._dead(r.worker, r.mid_message)
+            if self._messages:
+                break
             for w in self._workers:
                 if not w.is_alive():
-                    self._finalizer()
-                    raise RuntimeError(f"DataLoader worker (pid {w.pid}) exited unexpectedly "
-                                       f"with exit code {w.exitcode}")
-            if self._timeout and waited >= self._timeout:
+                    self._dead(w, False)
+            if self._timeout and time.monotonic() - start >= self._timeout:
                 self._finalizer()
                 raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+        return self._messages.pop(0)
+
+    def _dead(self, w, mid_message: bool) -> None:
+        w.join(timeout=1.0)
+        self._finalizer()
+        during = " while sending a batch" if mid_message else ""
+        raise RuntimeError(f"DataLoader worker (pid {w.pid}) exited unexpectedly{during} "
+                           f"with exit code {w.exitcode}")
 
 
 # ---- the loader --------------------------------------------------------------------------------
@@ -686,7 +773,9 @@ class DataLoader:
     draws a new permutation each epoch from `generator` (or the default generator, which
     `st.manual_seed` seeds). With num_workers > 0, samples are fetched by that many worker
     processes (see the module docstring); the batches and their order are the same as with
-    num_workers=0.
+    num_workers=0. A worker that dies raises RuntimeError ("DataLoader worker (pid N) exited
+    unexpectedly") at the next batch, even in the middle of sending one; `timeout` (seconds,
+    0 for none) bounds each wait for a batch, including the rest of one being sent.
 
     Example:
         >>> import singa_tensor as st
