@@ -220,8 +220,9 @@ def main(argv=None) -> float:
         hb = per_step[0]
         print(f"{world} ranks, tensor-parallel groups of {tp}, batch {b} per rank "
               f"({world * b} per step)")
-        print(f"bytes sent per step by rank 0: hybrid {hb:,}, pure data parallel {dp_bytes:,} "
-              f"({hb / dp_bytes:.2f}x)")
+        ratio = f" ({hb / dp_bytes:.2f}x)" if dp_bytes else ""
+        print(f"bytes sent per step by rank 0: hybrid {hb:,}, pure data parallel "
+              f"{dp_bytes:,}{ratio}")
         print(f"formula: hybrid {want['hybrid']:,}, pure data parallel "
               f"{want['data parallel']:,}")
         for k, v in want["hybrid parts"].items():
