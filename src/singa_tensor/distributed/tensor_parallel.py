@@ -8,6 +8,11 @@ into the autograd graph put the pieces together.
   dim (split here unless `input_is_parallel=True`), the partial products are all-reduced.
 - `VocabParallelEmbedding` splits the table by rows; `vocab_parallel_cross_entropy` takes the
   loss over logits whose vocabulary dim is sharded, without gathering them.
+- `all_gather_batch` joins the batches of a group's ranks, so that tensor-parallel layers can
+  follow data-parallel ones (SINGA's hybrid partitioning).
+- `model_parallel_seed` and `get_rng_state_tracker().fork()` give each rank of a group its own
+  random stream for dropout on sharded activations, while the default stream stays the same on
+  every rank.
 
 A Column layer with `gather_output=False` followed by a Row layer with `input_is_parallel=True`
 costs one all-reduce in forward and one in backward, whatever sits elementwise between them.
@@ -24,9 +29,11 @@ keep this rank's slice of a full layer, so a model built alike on every rank can
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 from .. import creation
+from .. import random as _random
 from ..autograd import Function, no_grad
 from ..nn import functional as F
 from ..nn import init
@@ -312,20 +319,35 @@ class VocabParallelEmbedding(Module):
     (zeros for the others), then the results are all-reduced: the output is the full lookup on
     every rank. Initialised N(0, 1) like nn.Embedding.
 
+    padding_idx (a global id, negative counting from the end) is nn.Embedding's: the rank
+    holding that row starts it at zero and it receives no gradient. max_norm,
+    scale_grad_by_freq and sparse, which nn.Embedding does not take either, raise
+    NotImplementedError unless left at their defaults.
+
     Example:
         >>> import singa_tensor as st
         >>> from singa_tensor.distributed.tensor_parallel import VocabParallelEmbedding
-        >>> emb = VocabParallelEmbedding(10, 3)
-        >>> emb(st.tensor([[1, 9]])).shape
-        (1, 2, 3)
+        >>> emb = VocabParallelEmbedding(10, 3, padding_idx=0)
+        >>> emb(st.tensor([[1, 9]])).shape, emb.weight[0].tolist()
+        ((1, 2, 3), [0.0, 0.0, 0.0])
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, group: Group | None = None,
-                 device=None, dtype=None) -> None:
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 max_norm: float | None = None, norm_type: float = 2.0,
+                 scale_grad_by_freq: bool = False, sparse: bool = False,
+                 group: Group | None = None, device=None, dtype=None) -> None:
         super().__init__()
         name = type(self).__name__
+        for arg, value, default in (("max_norm", max_norm, None),
+                                    ("scale_grad_by_freq", scale_grad_by_freq, False),
+                                    ("sparse", sparse, False)):
+            if value != default:
+                raise NotImplementedError(f"{name}: {arg}={value!r} is not supported (only "
+                                          f"{arg}={default!r}, as nn.Embedding here)")
         self.num_embeddings = _positive_int(name, "num_embeddings", num_embeddings)
         self.embedding_dim = _positive_int(name, "embedding_dim", embedding_dim)
+        self.padding_idx = F._padding_index(name, padding_idx, num_embeddings)
+        self.norm_type = norm_type
         self.group, self.tp_rank, self.tp_size = _shard_of(name, group)
         self.num_embeddings_per_rank = _per_rank(name, "num_embeddings", num_embeddings,
                                                  self.tp_size)
@@ -334,28 +356,40 @@ class VocabParallelEmbedding(Module):
                                                dtype=dtype, device=device))
         self.reset_parameters()
 
+    @property
+    def local_padding_idx(self) -> int | None:
+        """padding_idx as a row of this rank's shard; None when another rank holds it."""
+        p = self.padding_idx
+        if p is None or not self.vocab_start <= p < self.vocab_start + \
+                self.num_embeddings_per_rank:
+            return None
+        return p - self.vocab_start
+
     def reset_parameters(self) -> None:
         init.normal_(self.weight)
+        pad = self.local_padding_idx
+        if pad is not None:
+            with no_grad():
+                self.weight[pad].fill_(0)
 
     @classmethod
     def from_embedding(cls, embedding: Embedding,
                        group: Group | None = None) -> VocabParallelEmbedding:
-        """This rank's rows of a full nn.Embedding's table (copied); no padding_idx.
+        """This rank's rows of a full nn.Embedding's table (copied), and its padding_idx.
 
         Example:
             >>> from singa_tensor import nn
             >>> from singa_tensor.distributed.tensor_parallel import VocabParallelEmbedding
-            >>> full = nn.Embedding(6, 2)
-            >>> VocabParallelEmbedding.from_embedding(full).weight.shape
-            (6, 2)
+            >>> full = nn.Embedding(6, 2, padding_idx=5)
+            >>> m = VocabParallelEmbedding.from_embedding(full)
+            >>> m.weight.shape, m.padding_idx
+            ((6, 2), 5)
         """
         op = f"{cls.__name__}.from_embedding"
         _check_from(op, embedding, Embedding)
-        if embedding.padding_idx is not None:
-            raise ValueError(f"{op}: padding_idx={embedding.padding_idx} is not supported")
         w = embedding.weight
-        m = cls(embedding.num_embeddings, embedding.embedding_dim, group, device=w.device,
-                dtype=w.dtype)
+        m = cls(embedding.num_embeddings, embedding.embedding_dim, embedding.padding_idx,
+                group=group, device=w.device, dtype=w.dtype)
         with no_grad():
             m.weight.copy_(w.narrow(0, m.vocab_start, m.num_embeddings_per_rank))
         return m
@@ -365,48 +399,58 @@ class VocabParallelEmbedding(Module):
         if not isinstance(input, Tensor):
             raise TypeError(f"{name}: input must be a Tensor of ids, got {type(input).__name__}")
         if self.tp_size == 1:
-            return F.embedding(input, self.weight)
+            return F.embedding(input, self.weight, self.padding_idx)
         _check_ids(name, input, self.num_embeddings, "num_embeddings")
         end = self.vocab_start + self.num_embeddings_per_rank
         outside = (input < self.vocab_start) | (input >= end)
         local = (input - self.vocab_start).masked_fill(outside, 0)
-        out = F.embedding(local, self.weight)
+        out = F.embedding(local, self.weight, self.local_padding_idx)
         out = out * (~outside).unsqueeze(-1).to(out.dtype)
         return _ReduceFromGroup.apply(out, self.group)
 
     def extra_repr(self) -> str:
-        return (f"{self.num_embeddings}, {self.embedding_dim}, "
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return (f"{self.num_embeddings}, {self.embedding_dim}{pad}, "
                 f"rank={self.tp_rank}/{self.tp_size}")
 
 
-def _check_ids(op: str, ids: Tensor, n: int, what: str) -> None:
+def _check_ids(op: str, ids: Tensor, n: int, what: str, ignore_index: int | None = None) -> None:
     if ids.dtype.is_floating_point or ids.dtype.name == "bool":
         raise TypeError(f"{op}: expected an integer index tensor, got {ids.dtype.name}")
     if ids.numel():
+        if ignore_index is not None:
+            ids = ids.masked_fill(ids == ignore_index, 0)  # 0 is in range: it hides nothing
         lo, hi = int(ids.min().item()), int(ids.max().item())
         if lo < 0 or hi >= n:
             bad = lo if lo < 0 else hi
-            raise IndexError(f"{op}: index {bad} is out of range for {what}={n}")
+            extra = "" if ignore_index is None else f", nor ignore_index={ignore_index}"
+            raise IndexError(f"{op}: index {bad} is out of range for {what}={n}{extra}")
 
 
 def vocab_parallel_cross_entropy(logits_local: Tensor, target: Tensor,
-                                 group: Group | None = None,
-                                 reduction: str = "mean") -> Tensor:
+                                 group: Group | None = None, reduction: str = "mean",
+                                 ignore_index: int = -100,
+                                 label_smoothing: float = 0.0) -> Tensor:
     """Cross entropy over logits whose vocabulary (last) dim is split over the ranks of group,
     rank r holding classes [r*V/R, (r+1)*V/R) (as a ColumnParallelLinear with
     gather_output=False makes them); target holds global class ids, shape logits.shape[:-1].
 
-    Three all-reduces of one number per row (the max, the sum of exponentials, the target's
-    logit) replace gathering the logits. Equal to F.cross_entropy on the full logits (reshaped
-    to (N, V)); reduction "mean", "sum" or "none" (per-row losses, target's shape).
+    All-reduces of one number per row (the max, the sum of exponentials, the target's logit,
+    and with label_smoothing the sum of the logits) replace gathering the logits. Equal to
+    F.cross_entropy on the full logits reshaped to (N, V), with F.cross_entropy's meaning of
+    the arguments: targets equal to ignore_index count nothing (zero loss with "none"; "mean"
+    divides by the number of the others), label_smoothing mixes the target with the uniform
+    distribution over the V classes; reduction "mean", "sum" or "none" (per-row losses,
+    target's shape).
 
     Example:
         >>> import singa_tensor as st
         >>> import singa_tensor.nn.functional as F
         >>> from singa_tensor.distributed.tensor_parallel import vocab_parallel_cross_entropy
-        >>> logits, target = st.randn(4, 10), st.tensor([1, 0, 9, 3])
-        >>> a = vocab_parallel_cross_entropy(logits, target)
-        >>> abs(a.item() - F.cross_entropy(logits, target).item()) < 1e-6
+        >>> logits, target = st.randn(4, 10), st.tensor([1, -100, 9, 3])
+        >>> a = vocab_parallel_cross_entropy(logits, target, label_smoothing=0.1)
+        >>> b = F.cross_entropy(logits, target, label_smoothing=0.1)
+        >>> abs(a.item() - b.item()) < 1e-6
         True
     """
     name = "vocab_parallel_cross_entropy"
@@ -416,6 +460,11 @@ def vocab_parallel_cross_entropy(logits_local: Tensor, target: Tensor,
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got "
                          f"{reduction!r}")
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
+        raise TypeError(f"{name}: ignore_index must be an int, got {ignore_index!r}")
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)) or \
+            not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{name}: label_smoothing must be in [0, 1], got {label_smoothing!r}")
     if not logits_local.dtype.is_floating_point or logits_local.ndim == 0:
         raise ValueError(f"{name}: logits_local must be a floating tensor of shape (..., V/R), "
                          f"got {logits_local.dtype.name} of shape {tuple(logits_local.shape)}")
@@ -425,26 +474,226 @@ def vocab_parallel_cross_entropy(logits_local: Tensor, target: Tensor,
                          f"{tuple(logits_local.shape[:-1])}")
     group, rank, size = _shard_of(name, group)
     per = logits_local.shape[-1]
+    eps = float(label_smoothing)
     if size == 1:
         loss = F.cross_entropy(logits_local.reshape(-1, per), target.reshape(-1),
-                               reduction=reduction)
+                               ignore_index=ignore_index, reduction=reduction,
+                               label_smoothing=eps)
         return loss.reshape(tuple(target.shape)) if reduction == "none" else loss
-    _check_ids(name, target, per * size, "the vocabulary size (V = last dim x group size)")
+    vocab = per * size
+    _check_ids(name, target, vocab, "the vocabulary size (V = last dim x group size)",
+               ignore_index)
     with no_grad():
         top = logits_local.detach().amax(-1).contiguous()
         all_reduce(top, ReduceOp.MAX, group=group)
     # the max only keeps exp() in range: the loss does not depend on it, so it needs no gradient
     shifted = logits_local - top.unsqueeze(-1)
-    sum_exp = _ReduceFromGroup.apply(shifted.exp().sum(-1), group)
+    log_z = _ReduceFromGroup.apply(shifted.exp().sum(-1), group).log()
     start = rank * per
-    outside = (target < start) | (target >= start + per)
+    ignored = target == ignore_index
+    outside = (target < start) | (target >= start + per) | ignored
     local = (target - start).masked_fill(outside, 0)
     mine = shifted.gather(-1, local.unsqueeze(-1)).squeeze(-1) * (~outside).to(shifted.dtype)
-    loss = sum_exp.log() - _ReduceFromGroup.apply(mine, group)
-    if reduction == "mean":
-        return loss.mean()
-    return loss.sum() if reduction == "sum" else loss
+    picked = _ReduceFromGroup.apply(mine, group)
+    if eps:
+        # (1 - eps) (log_z - x_t) + eps * mean over the V classes of (log_z - x_j)
+        every = _ReduceFromGroup.apply(shifted.sum(-1), group)
+        loss = log_z - picked * (1.0 - eps) - every * (eps / vocab)
+    else:
+        loss = log_z - picked
+    n_ignored = int(ignored.sum().item())
+    if n_ignored:
+        loss = loss.masked_fill(ignored, 0.0)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    # the mean over the targets that count (0/0 = nan when none does, as F.cross_entropy)
+    return loss.sum() / float(loss.numel() - n_ignored)
 
 
-__all__ = ["ColumnParallelLinear", "RowParallelLinear", "VocabParallelEmbedding",
-           "vocab_parallel_cross_entropy"]
+# ---- the batch of a group, for tensor-parallel layers after data-parallel ones ---------------
+
+
+class _GatherBatch(Function):
+    """All-gather along dim 0 in rank order; the gradient is this rank's rows times the group
+    size (see all_gather_batch)."""
+
+    @staticmethod
+    def forward(ctx, x, group, rank, size):
+        ctx.args = (rank, size, x.shape[0])
+        x = x.contiguous()
+        parts = [creation.empty_like(x) for _ in range(size)]
+        all_gather(parts, x, group=group)
+        return cat(parts, dim=0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        rank, size, n = ctx.args
+        return grad.narrow(0, rank * n, n) * float(size), None, None, None
+
+
+def all_gather_batch(input: Tensor, group: Group | None = None) -> Tensor:
+    """The group's whole batch: the inputs of its ranks (same shape on each) joined along dim 0
+    in rank order. It is what tensor-parallel layers take after data-parallel ones in SINGA's
+    hybrid partitioning: each rank runs the convolutional trunk on its own samples, and the
+    ranks of a group then run the sharded classifier together on all of theirs.
+
+    Backward gives each rank its rows of the gradient times the group size: that is the sum
+    over the group's ranks of their gradients (the all-gather's adjoint, a reduce-scatter),
+    which are equal because what follows is replicated on the group, so no communication is
+    needed. With the layers before it averaged over all ranks (DistributedDataParallel), their
+    gradient is then that of the mean loss over every rank's samples. Costs this rank's
+    input bytes sent to each of the other size - 1 ranks in forward.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.distributed.tensor_parallel import all_gather_batch
+        >>> all_gather_batch(st.ones(2, 3)).shape   # no process group: the input itself
+        (2, 3)
+    """
+    name = "all_gather_batch"
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{name}: input must be a Tensor, got {type(input).__name__}")
+    if input.ndim == 0:
+        raise ValueError(f"{name}: input must have a batch dimension, got a 0-d tensor")
+    group, rank, size = _shard_of(name, group)
+    if size == 1:
+        return input
+    return _GatherBatch.apply(input, group, rank, size)
+
+
+# ---- random streams: the same on every rank, or one per rank of a group -----------------------
+
+MODEL_PARALLEL_RNG = "model-parallel-rng"
+# far from small seeds, so that the per-rank streams do not reuse a seed given to manual_seed
+_MODEL_PARALLEL_OFFSET = 0x7A3C_51E9
+
+
+class RNGStatesTracker:
+    """Named random streams beside the default one. Inside `with tracker.fork(name):` the
+    default generator (the one dropout, rand and init draw from) continues the named stream;
+    on leaving, the named stream keeps where it got to and the default stream resumes exactly
+    where it was, as if the draws inside had not happened.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.distributed.tensor_parallel import RNGStatesTracker
+        >>> t = RNGStatesTracker(); t.add("mine", 7)
+        >>> _ = st.manual_seed(0); a = st.rand(2); b = st.rand(2)
+        >>> _ = st.manual_seed(0); a2 = st.rand(2)
+        >>> with t.fork("mine"):
+        ...     c = st.rand(2)
+        >>> st.rand(2).tolist() == b.tolist() and a2.tolist() == a.tolist()
+        True
+    """
+
+    def __init__(self) -> None:
+        self._states: dict = {}
+        self._seeds: set = set()
+        self._forked: set = set()
+
+    def reset(self) -> None:
+        """Forget every named stream."""
+        self._states.clear()
+        self._seeds.clear()
+
+    def get_states(self) -> dict:
+        """{name: (seed, offset)} of every named stream (for checkpoints)."""
+        return dict(self._states)
+
+    def set_states(self, states: dict) -> None:
+        """Replace the named streams by those of get_states()."""
+        if not isinstance(states, dict):
+            raise TypeError(f"RNGStatesTracker.set_states: expected the dict of get_states(), "
+                            f"got {type(states).__name__}")
+        new = {}
+        for k, v in states.items():
+            try:
+                seed, offset = (int(x) for x in v)
+            except (TypeError, ValueError):
+                raise ValueError(f"RNGStatesTracker.set_states: the state of {k!r} must be a "
+                                 f"(seed, offset) pair, got {v!r}") from None
+            new[k] = (seed, offset)
+        self._states = new
+        self._seeds = {s for s, _ in new.values()}
+
+    def add(self, name: str, seed: int) -> None:
+        """A new stream called name, starting from seed (both unused so far)."""
+        op = "RNGStatesTracker.add"
+        if not isinstance(name, str):
+            raise TypeError(f"{op}: name must be a str, got {type(name).__name__}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"{op}: seed must be an int, got {type(seed).__name__}")
+        if name in self._states:
+            raise ValueError(f"{op}: a stream named {name!r} exists already")
+        if seed in self._seeds:
+            raise ValueError(f"{op}: seed {seed} is already used by another stream")
+        self._seeds.add(seed)
+        self._states[name] = _random.Generator().manual_seed(seed).get_state()
+
+    @contextlib.contextmanager
+    def fork(self, name: str = MODEL_PARALLEL_RNG):
+        """Draw from the stream called name inside the block (see the class)."""
+        if name not in self._states:
+            raise RuntimeError(f"RNGStatesTracker.fork: no stream named {name!r}; call "
+                               f"model_parallel_seed(seed) (which adds {MODEL_PARALLEL_RNG!r}) "
+                               f"or add(name, seed) first")
+        if name in self._forked:
+            raise RuntimeError(f"RNGStatesTracker.fork: already inside fork({name!r}); a nested "
+                               f"fork of the same stream would repeat its numbers")
+        saved = _random.get_rng_state()
+        _random.set_rng_state(self._states[name])
+        self._forked.add(name)
+        try:
+            yield
+        finally:
+            self._forked.discard(name)
+            self._states[name] = _random.get_rng_state()
+            _random.set_rng_state(saved)
+
+
+_TRACKER = RNGStatesTracker()
+
+
+def get_rng_state_tracker() -> RNGStatesTracker:
+    """The process's RNGStatesTracker, which model_parallel_seed sets up.
+
+    Example:
+        >>> from singa_tensor.distributed.tensor_parallel import get_rng_state_tracker
+        >>> get_rng_state_tracker() is get_rng_state_tracker()
+        True
+    """
+    return _TRACKER
+
+
+def model_parallel_seed(seed: int, group: Group | None = None) -> None:
+    """Seed the random streams for tensor parallelism: the default generator gets seed on every
+    rank (dropout on replicated activations, initialisation: the same on all ranks), and the
+    tracker's MODEL_PARALLEL_RNG stream gets a seed of its own on each rank of group (the
+    world by default), so dropout on sharded activations inside
+    `with get_rng_state_tracker().fork():` draws different numbers on each shard.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> import singa_tensor.nn.functional as F
+        >>> from singa_tensor.distributed.tensor_parallel import (
+        ...     get_rng_state_tracker, model_parallel_seed)
+        >>> model_parallel_seed(1234)
+        >>> with get_rng_state_tracker().fork():
+        ...     y = F.dropout(st.ones(4, 8), 0.5)   # this rank's own mask
+        >>> y.shape
+        (4, 8)
+    """
+    name = "model_parallel_seed"
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"{name}: seed must be an int, got {type(seed).__name__}")
+    _, rank, _ = _shard_of(name, group)
+    _random.manual_seed(seed)
+    _TRACKER.reset()
+    _TRACKER.add(MODEL_PARALLEL_RNG, seed + _MODEL_PARALLEL_OFFSET + rank)
+
+
+__all__ = ["MODEL_PARALLEL_RNG", "ColumnParallelLinear", "RNGStatesTracker", "RowParallelLinear",
+           "VocabParallelEmbedding", "all_gather_batch", "get_rng_state_tracker",
+           "model_parallel_seed", "vocab_parallel_cross_entropy"]
