@@ -152,6 +152,43 @@ if ws == 4:
             params = train(kind, cls, build, xs, ys, loss_fn, group=PP, rows=half)[2]
             out[f"dp-{kind}-{name}"] = maxdiff(params, ref)
 
+if ws == 2:
+    # stages that pass several tensors, one of them an integer tensor (no gradient)
+    class First(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(6, 4)
+
+        def forward(self, x):
+            h = self.fc(x)
+            return h, h * 2.0 + 1.0, st.argmax(h, dim=1)
+
+    class Second(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, a, b, i):
+            return self.fc(a * b) + i.unsqueeze(1).to(st.float32)
+
+    xs, ys = DATA["mlp"][1], DATA["mlp"][2]
+    st.manual_seed(1)
+    f_ref, s_ref = First(), Second()
+    st.manual_seed(1)
+    mine = [First(), Second()][rank]
+    ref_opt = optim.SGD(list(f_ref.parameters()) + list(s_ref.parameters()), lr=0.1)
+    sched = Schedule1F1B(PipelineStage(mine, rank, 2), M, F.mse_loss)
+    opt = optim.SGD(mine.parameters(), lr=0.1)
+    for x, y in zip(xs, ys):
+        ref_opt.zero_grad()
+        F.mse_loss(s_ref(*f_ref(st.tensor(x))), st.tensor(y)).backward()
+        ref_opt.step()
+        opt.zero_grad()
+        sched.step(st.tensor(x)) if rank == 0 else sched.step(target=st.tensor(y))
+        opt.step()
+    out["tuple"] = maxdiff(dict(mine.named_parameters()),
+                           dict((f_ref, s_ref)[rank].named_parameters()))
+
 # 1F1B needs a micro-batch per stage at least
 try:
     Schedule1F1B(PipelineStage(nn.Linear(2, 2), rank, ws), ws - 1, F.mse_loss)
@@ -226,7 +263,9 @@ def _check_world(n: int) -> dict:
 
 @needs_mpi
 def test_two_stages_match_whole_batch_training():
-    _check_world(2)
+    out = _check_world(2)
+    for r in range(2):  # stages that pass tuples of tensors
+        assert out[r]["tuple"] < 1e-5, (r, out[r]["tuple"])
 
 
 @needs_mpi
@@ -393,6 +432,12 @@ def test_split_sequential_balances_parameters_and_keeps_names():
     assert [len(p) for p in split_sequential(seq, 3)] == [2, 2, 2]
     assert [len(p) for p in split_sequential(seq, 6)] == [1] * 6
     assert [len(p) for p in split_sequential(seq, 2, balance=[5, 1])] == [5, 1]
+    # a cut with a parameter-free part ([2, 2, 2] here) loses to one without
+    relus = nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.ReLU(), nn.ReLU(), nn.Linear(10, 1),
+                          nn.Linear(1, 1))
+    parts = split_sequential(relus, 3)
+    assert all(list(p.parameters()) for p in parts), [len(p) for p in parts]
+    assert max(len(p) for p in parts) == 3
     x = st.randn(3, 10)
     h = x
     for p in split_sequential(seq, 4):

@@ -477,7 +477,9 @@ class Schedule1F1B(_PipelineSchedule):
 
 def _balance(counts: list, num_stages: int) -> list:
     """Layer counts of num_stages contiguous non-empty parts of counts (parameter counts) whose
-    largest parameter total is smallest; among those, the one whose largest layer count is."""
+    largest parameter total is smallest; among those, one where every part has parameters
+    when that is possible (it needs no optimizer of its own then), then one whose largest
+    layer count is smallest."""
     n = len(counts)
     prefix = np.concatenate([[0], np.cumsum(counts)])
 
@@ -501,7 +503,8 @@ def _balance(counts: list, num_stages: int) -> list:
         return table[num_stages][n][0], cuts[::-1]
 
     (top,), _ = best(lambda i, j: (int(prefix[j] - prefix[i]),))
-    _, sizes = best(lambda i, j: (0 if prefix[j] - prefix[i] <= top else 1, j - i))
+    _, sizes = best(lambda i, j: (int(prefix[j] - prefix[i] > top),
+                                  int(prefix[j] == prefix[i]), j - i))
     return sizes
 
 
@@ -509,8 +512,8 @@ def split_sequential(seq: Sequential, num_stages: int, balance: Sequence[int] | 
                      ) -> list:
     """Cut seq into num_stages consecutive nn.Sequential parts (sharing seq's layers, which
     keep their names). balance: the number of layers of each part; by default every part gets
-    at least one layer and the largest part's parameter count is as small as it can be (then
-    its layer count).
+    at least one layer and the largest part's parameter count is as small as it can be; ties
+    go to a cut without parameter-free parts, then to the smallest largest layer count.
 
     Example:
         >>> from singa_tensor import nn
