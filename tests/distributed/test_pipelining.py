@@ -415,6 +415,15 @@ def test_bad_arguments_raise_clear_errors():
         ScheduleGPipe(PipelineStage(_Listy(), 0, 1), 1).step(x)
 
 
+def test_an_activation_of_too_many_dims_cannot_be_announced():
+    dist.init_process_group()
+    stage = PipelineStage(_mlp(), 0, 1)
+    assert stage._header(0, 1, 0, st.zeros(*[1] * 7)).shape == (16,)  # 128 bytes
+    with pytest.raises(ValueError, match="stage 0 outputs a 8-d tensor; activations of at "
+                                         "most 7 dims can be sent"):
+        stage._header(0, 1, 0, st.zeros(*[1] * 8))
+
+
 class _Listy(nn.Module):
     def forward(self, x):
         return [x]

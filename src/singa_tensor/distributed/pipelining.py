@@ -135,7 +135,7 @@ class PipelineStage:
         self._inputs: dict = {}    # micro-batch -> the received activations (graph leaves)
         self._outputs: dict = {}   # micro-batch -> this stage's outputs (graph roots)
         self._loss: dict = {}      # micro-batch -> its loss (last stage)
-        self._recv: dict = {}      # (kind, micro-batch) -> (buffers, works)
+        self._recv: dict = {}      # action -> (receive buffers, their Works once started)
         self.output_chunks: list = [None] * n
         self.losses: list = []
         self.live = self.peak_live = 0  # micro-batches whose activations are kept
