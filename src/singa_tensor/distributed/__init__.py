@@ -636,10 +636,10 @@ __all__ = [
 
 def __getattr__(name: str):
     # `dist.optim` as in torch.distributed: the sharded optimizer (and the tensor-parallel
-    # layers) sit above the optimizers and nn, so their modules are imported on first use, not
-    # with this package
-    if name in ("optim", "tensor_parallel"):
+    # layers, the pipeline schedules) sit above the optimizers and nn, so their modules are
+    # imported on first use, not with this package
+    if name in ("optim", "tensor_parallel", "pipelining"):
         import importlib
 
-        return importlib.import_module(".optim", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
