@@ -210,6 +210,12 @@ if rank in (0, 1):
         out["group_mismatch"] = "no error"
     except ValueError as e:
         out["group_mismatch"] = str(e)
+else:
+    try:
+        FSDP(nn.Linear(2, 2), process_group=g)
+        out["not_member"] = "no error"
+    except ValueError as e:
+        out["not_member"] = str(e)
 report(out)
 """
 
@@ -248,6 +254,8 @@ def _check_world(n: int) -> None:
         assert out["synced"] == 0.0
         if r in (0, 1):
             assert "process group" in out["group_mismatch"], out["group_mismatch"]
+        else:
+            assert "not a member of process_group" in out["not_member"], out["not_member"]
 
 
 @needs_mpi
@@ -335,6 +343,13 @@ def test_full_shard_frees_the_gathered_parameters_until_backward(world):
     assert seen["w"]._storage.nbytes == (3 * 5 + 5 + 5 * 2 + 2) * 4  # kept for backward
     loss.backward()
     assert seen["w"]._storage.nbytes == 0
+    # without gradients nothing waits for backward: freed after forward under any strategy
+    ref = _mlp()
+    ref.load_state_dict(keep.state_dict())
+    with st.no_grad():
+        got = keep(_x())
+    assert seen["w"]._storage.nbytes == 0 and not got.requires_grad
+    np.testing.assert_allclose(got.numpy(), ref(_x()).detach().numpy(), rtol=1e-6)
 
 
 def test_a_unit_called_twice_and_retain_graph(world):
