@@ -635,11 +635,11 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # `dist.optim` as in torch.distributed: the sharded optimizer (and the tensor-parallel
-    # layers, the pipeline schedules) sit above the optimizers and nn, so their modules are
-    # imported on first use, not with this package
-    if name in ("optim", "tensor_parallel", "pipelining"):
+    # `dist.optim`, `dist.fsdp` as in torch.distributed: the sharded optimizer, the sharded
+    # wrapper, the tensor-parallel layers and the pipeline schedules sit above the optimizers
+    # and nn, so their modules are imported on first use, not with this package
+    if name in ("optim", "tensor_parallel", "fsdp", "pipelining"):
         import importlib
 
-        return importlib.import_module(f".{name}", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
