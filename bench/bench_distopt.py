@@ -1,13 +1,13 @@
 """DistOpt step time and bytes on the wire: the MLP 784-512-512-10, batch 64 per rank, SGD.
 
 Each world size runs the same script: a local step (backward + SGD, no communication), then
-DistOpt's four modes (full all-reduce, float16 on the wire, sparse top-k 1%, partial), DDP
-with Adam unsharded and with ZeroRedundancyOptimizer (its optimizer state bytes on rank 0
-printed after the table), and on one rank the full mode's bucketed path, which a world of one otherwise skips. Rows give
-the median step time in ms and the bytes this rank sent per step; `vs local` is the step time
-over the local step's in the same run, and the last table compares the 2-rank full step with the
-1-rank one (weak scaling: the same per-rank batch and one thread per rank, so 1.00x is perfect
-overlap).
+DistOpt's four modes (full all-reduce, float16 on the wire, sparse top-k 1%, partial), DDP with
+Adam unsharded and with ZeroRedundancyOptimizer (its optimizer state bytes on rank 0 printed
+after the table), and on one rank the full mode's bucketed path, which a world of one otherwise
+skips. Rows give the median step time in ms and the bytes this rank sent per step; `vs local` is
+the step time over the local step's in the same run, and the last table compares the 2-rank full
+step with the 1-rank one (weak scaling: the same per-rank batch and one thread per rank, so
+1.00x is perfect overlap).
 
     python bench/bench_distopt.py                  # runs 1 rank, then 2 ranks, and compares
     python -m singa_tensor.distributed.run -n 2 bench/bench_distopt.py

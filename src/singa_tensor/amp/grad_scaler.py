@@ -41,9 +41,10 @@ class GradScaler:
     scale (PyTorch's `torch.amp.GradScaler`; `st.cuda.amp.GradScaler` is the CUDA one).
 
     `device` is where the scale lives ("cuda" by default, as in PyTorch; pass "cpu" for CPU
-    training; a "cuda" scaler without CUDA warns and is disabled, as PyTorch's is). The scale starts at `init_scale`, is multiplied by `backoff_factor` after a step
-    with inf/NaN gradients (that step is skipped) and by `growth_factor` after `growth_interval`
-    consecutive clean steps. With `enabled=False` every method is a pass-through.
+    training; a "cuda" scaler without CUDA warns and is disabled, as PyTorch's is). The scale
+    starts at `init_scale`, is multiplied by `backoff_factor` after a step with inf/NaN
+    gradients (that step is skipped) and by `growth_factor` after `growth_interval` consecutive
+    clean steps. With `enabled=False` every method is a pass-through.
 
     Example:
         >>> import singa_tensor as st
