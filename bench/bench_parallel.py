@@ -5,6 +5,11 @@ One global batch per step for every row (ranks x --batch samples), SGD with mome
 - `DDP`, MLP 784-512-512-10: DistributedDataParallel, each rank --batch samples.
 - `ZeRO`, the same: DDP with ZeroRedundancyOptimizer(optim.SGD) (sharded momentum; the owners
   broadcast their parameters after the step).
+- `FSDP full shard` / `FSDP grad-op`, the same: FullyShardedDataParallel with every Linear its
+  own unit (ModuleWrapPolicy), FULL_SHARD (parameters gathered for forward and again for
+  backward) and SHARD_GRAD_OP (kept from forward to backward).
+- `pipeline GPipe` / `pipeline 1F1B`, the same MLP cut into one stage per rank
+  (pipelining.pipeline_stage), the global batch in 2 x ranks micro-batches.
 - `tensor parallel`, the same MLP over all ranks as one group: ColumnParallelLinear(784, 512)
   -> ReLU -> RowParallelLinear(512, 512) -> ReLU -> Linear(512, 10) replicated, every rank
   taking the whole global batch.
@@ -124,6 +129,61 @@ def zero_mlp(ctx: Context) -> Row:
     model = DistributedDataParallel(_mlp())
     opt = ZeroRedundancyOptimizer(model.parameters(), optim.SGD, lr=0.01, momentum=0.9)
     return Row(_step(model, opt, *ctx.data((784,), ctx.batch)))
+
+
+def _fsdp(ctx: Context, strategy_name: str) -> Row:
+    from singa_tensor.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
+    from singa_tensor.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    model = FullyShardedDataParallel(_mlp(), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}),
+                                     sharding_strategy=getattr(ShardingStrategy, strategy_name))
+    return Row(_step(model, _sgd(model.parameters()), *ctx.data((784,), ctx.batch)))
+
+
+@strategy("FSDP full shard", MLP)
+def fsdp_full_mlp(ctx: Context) -> Row:
+    return _fsdp(ctx, "FULL_SHARD")
+
+
+@strategy("FSDP grad-op", MLP)
+def fsdp_grad_op_mlp(ctx: Context) -> Row:
+    return _fsdp(ctx, "SHARD_GRAD_OP")
+
+
+def _pipeline(ctx: Context, schedule_name: str) -> Row:
+    from singa_tensor.distributed import pipelining
+
+    stage = pipelining.pipeline_stage(_mlp())
+    schedule = getattr(pipelining, schedule_name)(stage, n_microbatches=2 * ctx.world,
+                                                  loss_fn=F.cross_entropy)
+    params = list(stage.submod.parameters())  # 4 stages of 3 Linears: one holds a ReLU only
+    opt = _sgd(params) if params else None
+    # the whole global batch enters at the first stage; the last holds the labels
+    x, y = Context(ctx.world, 0, ctx.batch, ctx.tp, np.random.default_rng(99)).data(
+        (784,), ctx.world * ctx.batch)
+
+    def step():
+        if opt is not None:
+            opt.zero_grad()
+        if stage.is_first:
+            schedule.step(x)
+        elif stage.is_last:
+            schedule.step(target=y)
+        else:
+            schedule.step()
+        if opt is not None:
+            opt.step()
+    return Row(step)
+
+
+@strategy("pipeline GPipe", MLP)
+def gpipe_mlp(ctx: Context) -> Row:
+    return _pipeline(ctx, "ScheduleGPipe")
+
+
+@strategy("pipeline 1F1B", MLP)
+def one_f_one_b_mlp(ctx: Context) -> Row:
+    return _pipeline(ctx, "Schedule1F1B")
 
 
 @strategy("tensor parallel", MLP)
