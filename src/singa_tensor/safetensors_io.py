@@ -26,7 +26,13 @@ import numpy as np
 
 from . import dtype as _dt
 from .creation import from_numpy
-from .serialization import CheckpointError, _default_mode, _fsync_dir, _tensor_bytes, temp_beside
+from .serialization import (
+    CheckpointError,
+    _default_mode,
+    _fsync_dir,
+    _temp_beside,
+    _tensor_bytes,
+)
 from .tensor import MAX_DIMS, Tensor
 
 MAX_HEADER = 100_000_000  # bytes of JSON, the reference implementation's limit
@@ -105,7 +111,7 @@ def save_safetensors(tensors: dict, path, metadata: dict | None = None) -> None:
     text += b" " * (-len(text) % 8)
     path = os.fspath(path)
     target_dir = os.path.dirname(os.path.abspath(path))
-    fd, tmp = temp_beside(path)
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(struct.pack("<Q", len(text)))

@@ -215,7 +215,7 @@ def save(obj: Any, f) -> None:
         mode = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
         mode = _default_mode()
-    fd, tmp = temp_beside(path)
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as out:
             _write(out, text, blocks, data_len)
@@ -246,7 +246,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_temps(path: str) -> list:
+def _remove_stale_temps(path: str) -> list:
     """Remove the temporaries that saves of path by processes no longer running left behind
     (a save killed mid-write); returns the removed paths. A temporary is named
     `.<target>.<host>.<pid>.<random>.tmp`: only this host's, of dead processes, are removed,
@@ -277,10 +277,10 @@ def remove_stale_temps(path: str) -> list:
     return removed
 
 
-def temp_beside(path: str) -> tuple:
+def _temp_beside(path: str) -> tuple:
     """(fd, name) of a new temporary file next to path for an atomic save, named after the
     target, this host and this process; stale temporaries of the target go first."""
-    remove_stale_temps(path)
+    _remove_stale_temps(path)
     prefix = f".{os.path.basename(path)}.{_host_tag()}.{os.getpid()}."
     return tempfile.mkstemp(prefix=prefix, suffix=".tmp",
                             dir=os.path.dirname(os.path.abspath(path)))

@@ -38,7 +38,14 @@ def _views_a_leaf(x: Tensor) -> bool:
 
 
 def has_internal_overlap(t: Tensor) -> bool:
-    """Whether two elements of t share one memory location (an expanded or as_strided view)."""
+    """Whether two elements of t share one memory location (an expanded or as_strided view).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops.inplace import has_internal_overlap
+        >>> has_internal_overlap(st.zeros(4).expand(3, 4)), has_internal_overlap(st.zeros(8)[::2])
+        (True, False)
+    """
     if t._contig:
         return False
     dims = sorted((abs(s), n) for n, s in zip(t._shape, t._strides) if n > 1)
@@ -73,7 +80,15 @@ def _byte_extent(t: Tensor) -> tuple:
 
 def partly_overlaps(out: Tensor, t) -> bool:
     """Whether t reads memory that writing out changes, other than as the very same view
-    (which elementwise kernels handle: each element is read before it is written)."""
+    (which elementwise kernels handle: each element is read before it is written).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops.inplace import partly_overlaps
+        >>> x = st.arange(10.0)
+        >>> partly_overlaps(x[1:], x[:-1]), partly_overlaps(x[:5], x[5:]), partly_overlaps(x, x)
+        (True, False, False)
+    """
     if t.__class__ is not Tensor or t._storage is not out._storage or not t.numel() \
             or not out.numel():
         return False
