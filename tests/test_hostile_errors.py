@@ -16,7 +16,7 @@ from singa_tensor import nn
 @pytest.mark.parametrize("bad", [5, 7, -1])
 def test_embedding_index_out_of_range_names_embedding(bad):
     w = st.randn(5, 3)
-    with pytest.raises(IndexError, match=rf"embedding: index {bad} is out of range for "
+    with pytest.raises(IndexError, match=rf"embedding: index {bad} is out of bounds for "
                                          r"num_embeddings=5"):
         F.embedding(st.tensor([[0, bad], [1, 2]]), w)
     with pytest.raises(IndexError, match=r"^embedding: .*num_embeddings=5"):

@@ -277,7 +277,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
 def _embedding_range_message(input: Tensor, num: int) -> str:
     flat = input.detach().reshape(-1).cpu().numpy()
     bad = flat[(flat < 0) | (flat >= num)]
-    return (f"embedding: index {int(bad[0]) if bad.size else '?'} is out of range for "
+    return (f"embedding: index {int(bad[0]) if bad.size else '?'} is out of bounds for "
             f"num_embeddings={num} (indices must be in [0, {num - 1}])")
 
 
