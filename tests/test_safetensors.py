@@ -145,6 +145,8 @@ F32x2 = np.array([1.0, 2.0], "<f4").tobytes()
     (_file({"__metadata__": {"a": 1}}, b""), r"__metadata__ must be an object of strings"),
     (_file({"a": {"dtype": "F32", "shape": [2 ** 40, 2 ** 40], "data_offsets": [0, 8]}},
            F32x2), r"needs 4835703278458516698824704"),
+    (_file({"a": {"dtype": "F32", "shape": [1] * 98 + [2], "data_offsets": [0, 8]}}, F32x2),
+     r"'a': shape has 99 dimensions, more than the 32 a tensor can have"),
 ])
 def test_hostile_files_are_refused(raw, match):
     with pytest.raises(CheckpointError, match="load_safetensors: <bytes> is not a valid "

@@ -280,3 +280,102 @@ def test_resume_reproduces_uninterrupted_run(tmp_path):
         r = step(r)
     assert r["step"] == s["step"] == 6
     assert to_numpy(r["w"]).tobytes() == to_numpy(s["w"]).tobytes()
+
+
+def test_header_with_too_many_dims_names_the_file(tmp_path):
+    doc = {"root": {"tensor": 0}, "arrays": [], "tensors": [
+        {"dtype": "float32", "shape": [1] * 100, "offset": 0, "nbytes": 4}]}
+    path = tmp_path / "many_dims.st"
+    path.write_bytes(_forge(doc, b"\0" * 4).getvalue())
+    with pytest.raises(ser.CheckpointError, match=rf"load: {re.escape(repr(str(path)))} is "
+                                                  r"malformed: tensor 0 has 100 dimensions, "
+                                                  r"more than the 32"):
+        load(path)
+    doc = {"root": {"ndarray": 0}, "tensors": [], "arrays": [
+        {"dtype": "<f4", "shape": [1] * 100, "offset": 0, "nbytes": 4}]}
+    with pytest.raises(ser.CheckpointError, match=r"array 0 has 100 dimensions"):
+        load(_forge(doc, b"\0" * 4))
+
+
+def _temps(d, name: str) -> list:
+    return sorted(e for e in os.listdir(d) if e.startswith("." + name + ".")
+                  and e.endswith(".tmp"))
+
+
+def test_save_killed_mid_write_leaves_a_temporary_the_next_save_removes(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "ckpt.st"
+    save({"v": 1}, path)
+    # a writer that dies (SIGKILL: no cleanup runs) half way through writing the temporary
+    script = (
+        "import os, signal, singa_tensor as st\n"
+        "from singa_tensor import serialization as ser\n"
+        "real = ser._write\n"
+        "def dying(f, *a):\n"
+        "    f.write(b'partial'); f.flush(); os.kill(os.getpid(), signal.SIGKILL)\n"
+        "ser._write = dying\n"
+        f"ser.save({{'w': st.ones(3)}}, {str(path)!r})\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == -signal.SIGKILL, err.decode()
+    left = _temps(tmp_path, "ckpt.st")
+    assert len(left) == 1 and f".{proc.pid}." in left[0]
+    # a temporary of a writer that is still running is kept, as is one of another target
+    live = tmp_path / f".ckpt.st.{ser._host_tag()}.{os.getppid()}.abc123.tmp"
+    other = tmp_path / f".other.st.{ser._host_tag()}.{proc.pid}.abc123.tmp"
+    live.write_bytes(b"x")
+    other.write_bytes(b"x")
+    save({"v": 2}, path)
+    assert load(path) == {"v": 2}
+    assert _temps(tmp_path, "ckpt.st") == [live.name]
+    assert other.exists()
+
+
+def test_save_documents_the_cleanup():
+    doc = " ".join(save.__doc__.split())
+    assert "killed mid-write" in doc and "no longer running" in doc
+
+
+def test_load_reads_straight_into_the_tensors(tmp_path):
+    import tracemalloc
+
+    path = tmp_path / "big.st"
+    w = st.arange(4 << 20, dtype=st.float32)
+    save({"w": w, "b": st.ones(10, dtype=st.bfloat16), "m": st.tensor([True, False]),
+          "a": np.arange(5)}, path)
+    payload = 4 * w.numel()
+    tracemalloc.start()
+    try:
+        r = load(path)
+        current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert current >= 0.95 * payload  # the loaded tensor itself is counted
+    assert peak < 1.1 * payload, f"load peaked at {peak / payload:.2f}x the payload"
+    assert r["w"].tolist()[-3:] == [float(w.numel() - 3), float(w.numel() - 2),
+                                    float(w.numel() - 1)]
+    assert r["b"].dtype is st.bfloat16 and r["b"].float().tolist() == [1.0] * 10
+    assert r["m"].tolist() == [True, False] and r["a"].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_loaded_tensors_own_writable_memory_even_when_entries_share_bytes():
+    # two entries over the same bytes (never written by save) load as separate storages
+    data = np.arange(4, dtype="<f4").tobytes()
+    doc = {"root": [{"tensor": 0}, {"tensor": 1}], "arrays": [], "tensors": [
+        {"dtype": "float32", "shape": [4], "offset": 0, "nbytes": 16},
+        {"dtype": "float32", "shape": [2], "offset": 8, "nbytes": 8}]}
+    a, b = load(_forge(doc, data))
+    a.add_(10)
+    assert a.tolist() == [10.0, 11.0, 12.0, 13.0] and b.tolist() == [2.0, 3.0]
+
+
+def test_truncated_data_section_is_reported_without_reading_it_all():
+    buf = io.BytesIO()
+    save({"w": st.ones(1000)}, buf)
+    cut = io.BytesIO(buf.getvalue()[:-100])
+    with pytest.raises(ser.CheckpointError, match=r"is truncated"):
+        load(cut)

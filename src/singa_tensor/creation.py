@@ -113,6 +113,46 @@ def _from_array(a: np.ndarray, dtype, device) -> Tensor:
     return t if device.type == "cpu" else t.to(device)
 
 
+def _int_bounds(d) -> tuple | None:
+    """(min, max) of an integer dtype d; None for floating point and bool."""
+    if d.is_floating_point or d is _dt.bool_:
+        return None
+    info = np.iinfo(d.np)
+    return int(info.min), int(info.max)
+
+
+def _overflow(op: str, value, d) -> OverflowError:
+    lo, hi = _int_bounds(d)
+    return OverflowError(f"{op}: value {value} overflows {d.name} (range [{lo}, {hi}])")
+
+
+def _check_range(op: str, a: np.ndarray, d) -> None:
+    """Raise OverflowError when a value of a does not fit the integer dtype d (numpy's
+    conversion would wrap it around silently)."""
+    bounds = _int_bounds(d)
+    if bounds is None or not a.size or a.dtype.kind not in "iuf":
+        return
+    if a.dtype.kind in "iu" and np.can_cast(a.dtype, d.np, "safe"):
+        return
+    lo, hi = a.min(), a.max()
+    if a.dtype.kind == "f":  # float(2**63) == 2**63: compare against the exclusive bound
+        if lo < bounds[0] or hi >= -float(bounds[0]):
+            raise _overflow(op, lo if lo < bounds[0] else hi, d)
+    elif int(lo) < bounds[0] or int(hi) > bounds[1]:
+        raise _overflow(op, int(lo) if int(lo) < bounds[0] else int(hi), d)
+
+
+def _check_scalar(op: str, value, d) -> None:
+    bounds = _int_bounds(d)
+    if bounds is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return
+    if isinstance(value, numbers.Integral):
+        if not bounds[0] <= int(value) <= bounds[1]:
+            raise _overflow(op, value, d)
+    elif math.isfinite(value) and not bounds[0] <= value < -float(bounds[0]):
+        raise _overflow(op, value, d)
+
+
 def _infer_dtype(a: np.ndarray):
     k = a.dtype.kind
     if k == "b":
@@ -153,6 +193,13 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
             a = np.asarray(data)
         except (ValueError, TypeError) as e:
             raise ValueError(f"tensor: could not convert data to a tensor ({e})") from None
+        if (a.dtype.kind == "f" and a.size and not isinstance(data, np.generic)
+                and np.abs(a).max() >= 2.0**63):
+            # numpy turns ints past int64 that it cannot hold as uint64 into floats: look at
+            # the data as given (only here, where such values are)
+            a = np.asarray(data, dtype=object)
+        if a.dtype == object and _object_overflow(a, dtype):
+            a = a.astype(np.float64)
         if a.dtype == object:
             raise TypeError(f"tensor: data must be numbers or nested sequences of numbers with a "
                             f"regular shape, got {type(data).__name__}")
@@ -162,7 +209,30 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     d = _dt.as_dtype(dtype) if dtype is not None else infer
     if not d.is_floating_point and a.dtype.kind == "f" and not np.all(np.isfinite(a)):
         raise ValueError(f"tensor: cannot convert non-finite values to {d.name}")
+    _check_range("tensor", a, d)
     return _finish(_from_array(a, d, device), requires_grad, "tensor")
+
+
+def _object_overflow(a: np.ndarray, dtype) -> bool:
+    """numpy gives Python ints beyond 64 bits the object dtype: raise OverflowError naming the
+    value that does not fit, or return True when the numbers are meant for a floating point
+    dtype (the caller converts them as floats)."""
+    flat = a.ravel()
+    ints = [v for v in flat if isinstance(v, numbers.Integral) and not isinstance(v, bool)]
+    if not all(isinstance(v, numbers.Real) for v in flat):
+        return False
+    if len(ints) < len(flat) and dtype is None:
+        return True  # floats, or ints mixed with floats: a float tensor, as before
+    d = _dt.as_dtype(dtype) if dtype is not None else _dt.int64
+    if d.is_floating_point:
+        return True
+    if d is _dt.bool_:
+        d = _dt.int64
+    lo, hi = _int_bounds(d)
+    bad = next((v for v in ints if not lo <= v <= hi), None)
+    if bad is None:
+        return True  # in range: the float values are checked against d as any others
+    raise _overflow("tensor", bad, d)
 
 
 def _flat(xs):
@@ -335,6 +405,7 @@ def full(size=None, fill_value=None, dtype=None, device=None, requires_grad: boo
         raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
     d = _dtype_or(dtype, _dt.bool_ if isinstance(fill_value, bool) else
                   (_dt.int64 if isinstance(fill_value, numbers.Integral) else _dt.default_float()))
+    _check_scalar("full", fill_value, d)
     t = _fill(_new(_shape_arg("full", tuple(shape)), d, device), fill_value)
     return _finish(t, requires_grad, "full")
 
@@ -386,6 +457,8 @@ def arange(start, end=None, step=1, dtype=None, device=None,
     n = max(0, math.ceil((end - start) / step))
     is_int = all(isinstance(v, numbers.Integral) for v in (start, end, step))
     d = _dtype_or(dtype, _dt.int64 if is_int else _dt.default_float())
+    for v in (start, start + (n - 1) * step) if n else ():
+        _check_scalar("arange", v, d)
     t = _range_fill(n, float(start), float(step), d, device)
     return _finish(t, requires_grad, "arange")
 

@@ -29,6 +29,7 @@ from . import creation as _cr
 from . import dtype as _dt
 from . import ops
 from .ops._registry import bind_method, broadcast_shapes
+from .ops.inplace import check_writable
 from .tensor import Tensor
 
 
@@ -66,6 +67,7 @@ def _uniform(x: Tensor, generator, a: float = 0.0, b: float = 1.0, d=None) -> Te
 
 
 def _write(op: str, x: Tensor, values: Tensor) -> Tensor:
+    check_writable(x, op)
     if x.requires_grad and x.is_leaf and _ag.is_grad_enabled():
         raise RuntimeError(f"{op}: a leaf tensor that requires grad is being used in an in-place "
                            f"operation; wrap it in `with st.no_grad():` or fill a clone")

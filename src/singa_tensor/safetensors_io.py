@@ -21,14 +21,19 @@ from __future__ import annotations
 import json
 import os
 import struct
-import tempfile
 
 import numpy as np
 
 from . import dtype as _dt
 from .creation import from_numpy
-from .serialization import CheckpointError, _default_mode, _fsync_dir, _tensor_bytes
-from .tensor import Tensor
+from .serialization import (
+    CheckpointError,
+    _default_mode,
+    _fsync_dir,
+    _temp_beside,
+    _tensor_bytes,
+)
+from .tensor import MAX_DIMS, Tensor
 
 MAX_HEADER = 100_000_000  # bytes of JSON, the reference implementation's limit
 
@@ -68,8 +73,9 @@ def tensor_from_bytes(raw, storage: str, d: _dt.DType, shape: tuple) -> Tensor:
 
 def save_safetensors(tensors: dict, path, metadata: dict | None = None) -> None:
     """Write a dict of named tensors as a safetensors file (atomically: a crash leaves the old
-    file or the new one). metadata is a dict of strings stored in the header's
-    `__metadata__`.
+    file or the new one, and the temporary a killed save leaves behind is removed by the next
+    save of the same path, as `st.save` does). metadata is a dict of strings stored in the
+    header's `__metadata__`.
 
     Example:
         >>> import os, tempfile, singa_tensor as st
@@ -105,8 +111,7 @@ def save_safetensors(tensors: dict, path, metadata: dict | None = None) -> None:
     text += b" " * (-len(text) % 8)
     path = os.fspath(path)
     target_dir = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
-                               dir=target_dir)
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(struct.pack("<Q", len(text)))
@@ -179,6 +184,9 @@ def _entries(doc: dict, size: int, bad) -> tuple:
         if not (isinstance(shape, list) and all(
                 isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape)):
             raise bad(f"tensor {key!r}: shape {shape!r} is not a list of non-negative ints")
+        if len(shape) > MAX_DIMS:
+            raise bad(f"tensor {key!r}: shape has {len(shape)} dimensions, more than the "
+                      f"{MAX_DIMS} a tensor can have")
         if not (isinstance(offs, list) and len(offs) == 2 and all(
                 isinstance(o, int) and not isinstance(o, bool) for o in offs)):
             raise bad(f"tensor {key!r}: data_offsets {offs!r} is not a pair of ints")

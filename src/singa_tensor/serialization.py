@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import struct
 import tempfile
 import threading
@@ -36,10 +37,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import backend as _backend
 from . import dtype as _dt
 from .backend import as_device
-from .creation import from_numpy
-from .tensor import Tensor
+from .tensor import MAX_DIMS, Tensor
 
 MAGIC = b"\x89STCKPT\n"
 VERSION = 1
@@ -190,9 +191,11 @@ def save(obj: Any, f) -> None:
     """Write obj (nested dicts, lists and tuples of tensors, numpy arrays, numbers, strings,
     bools and None) to a path or a writable binary file.
 
-    Saving to a path is atomic: the data goes to a temporary file in the same directory, is
-    flushed to disk, then renamed over the target, so an interrupted save leaves the old file
-    (or none), never a partial one.
+    Saving to a path is atomic: the data goes to a temporary file in the same directory
+    (`.<name>.<host>.<pid>.<random>.tmp`), is flushed to disk, then renamed over the target, so
+    an interrupted save leaves the old file (or none), never a partial one. A save killed
+    mid-write leaves its temporary behind; the next save of the same target removes such
+    leftovers of this host whose writing process is no longer running.
 
     Example:
         >>> import os, tempfile, singa_tensor as st
@@ -212,8 +215,7 @@ def save(obj: Any, f) -> None:
         mode = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
         mode = _default_mode()
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
-                               dir=target_dir)
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as out:
             _write(out, text, blocks, data_len)
@@ -228,6 +230,60 @@ def save(obj: Any, f) -> None:
             pass
         raise
     _fsync_dir(target_dir)
+
+
+def _host_tag() -> str:
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process: it exists
+        return True
+    return True
+
+
+def _remove_stale_temps(path: str) -> list:
+    """Remove the temporaries that saves of path by processes no longer running left behind
+    (a save killed mid-write); returns the removed paths. A temporary is named
+    `.<target>.<host>.<pid>.<random>.tmp`: only this host's, of dead processes, are removed,
+    so a save still under way elsewhere is never disturbed."""
+    if os.name != "posix":  # no side-effect-free way to ask whether a pid is alive
+        return []
+    target_dir = os.path.dirname(os.path.abspath(path))
+    pattern = re.compile(re.escape("." + os.path.basename(path) + "." + _host_tag() + ".")
+                         + r"(\d+)\.[A-Za-z0-9_]+\.tmp")
+    removed = []
+    try:
+        names = os.listdir(target_dir)
+    except OSError:
+        return removed
+    for entry in names:
+        m = pattern.fullmatch(entry)
+        if m is None:
+            continue
+        pid = int(m.group(1))
+        if pid == os.getpid() or _alive(pid):
+            continue
+        stale = os.path.join(target_dir, entry)
+        try:
+            os.unlink(stale)
+            removed.append(stale)
+        except OSError:
+            pass
+    return removed
+
+
+def _temp_beside(path: str) -> tuple:
+    """(fd, name) of a new temporary file next to path for an atomic save, named after the
+    target, this host and this process; stale temporaries of the target go first."""
+    _remove_stale_temps(path)
+    prefix = f".{os.path.basename(path)}.{_host_tag()}.{os.getpid()}."
+    return tempfile.mkstemp(prefix=prefix, suffix=".tmp",
+                            dir=os.path.dirname(os.path.abspath(path)))
 
 
 def _fsync_dir(d: str) -> None:
@@ -265,7 +321,8 @@ def _read_exact(f, n: int, name: str, what: str) -> bytes:
     return b"".join(parts)
 
 
-def _read_all(f, name: str) -> tuple:
+def _read_head(f, name: str) -> tuple:
+    """(header bytes, JSON bytes, data_len) after checking magic, size and version."""
     head = f.read(_HEAD.size)
     if len(head) < 8 or head[:8] != MAGIC:
         raise CheckpointError(
@@ -281,15 +338,148 @@ def _read_all(f, name: str) -> tuple:
             f"load: {name} has checkpoint format version {version}; this singa_tensor reads "
             f"version {VERSION}"
         )
-    body = _read_exact(f, json_len + data_len, name, "header and tensor data")
-    digest = _read_exact(f, _DIGEST, name, "checksum")
+    left = _bytes_left(f)
+    if left is not None and left < json_len + data_len + _DIGEST:
+        # before anything is allocated for the lengths a damaged header claims
+        raise CheckpointError(f"load: {name} is truncated: expected {json_len + data_len} "
+                              f"bytes of header and tensor data and a {_DIGEST}-byte "
+                              f"checksum, found {left} bytes")
+    return head, _read_exact(f, json_len, name, "header"), data_len
+
+
+def _bytes_left(f) -> int | None:
+    """How many bytes f holds past its position, where it can tell."""
+    try:
+        if not f.seekable():
+            return None
+        here = f.tell()
+        end = f.seek(0, os.SEEK_END)
+        f.seek(here)
+        return end - here
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+class _DataSection:
+    """Reads the data section in file order, each block straight into the numpy array that
+    becomes its tensor's storage (no second copy of the payload), hashing as it goes; the
+    checksum is compared before any tensor is handed out."""
+
+    def __init__(self, f, name: str, data_len: int, h):
+        self.f, self.name, self.len, self.h = f, name, data_len, h
+        self.pos = 0
+        self.blocks: dict = {}  # (offset, nbytes, storage dtype) -> flat array
+        self.readinto = getattr(f, "readinto", None)
+
+    def _fill(self, buf: memoryview) -> None:
+        got, n = 0, len(buf)
+        while got < n:
+            if self.readinto is not None:
+                k = self.readinto(buf[got:got + _CHUNK])
+            else:
+                b = self.f.read(min(_CHUNK, n - got))
+                k = len(b)
+                buf[got:got + k] = b
+            if not k:
+                raise CheckpointError(f"load: {self.name} is truncated: expected "
+                                      f"{self.len} bytes of tensor data, found "
+                                      f"{self.pos + got}")
+            got += k
+        self.h.update(buf)
+        self.pos += n
+
+    def _skip_to(self, off: int) -> None:
+        while self.pos < off:
+            self._fill(memoryview(bytearray(min(_CHUNK, off - self.pos))))
+
+    def read(self, wanted: list) -> None:
+        """Read the blocks `wanted` ((offset, nbytes, storage dtype), each checked to lie in
+        the section), then the rest of the section."""
+        order = sorted(set(wanted), key=lambda w: w[0])
+        if any(b[0] < a[0] + a[1] for a, b in zip(order, order[1:])):
+            # blocks that share bytes (never written by save): the whole section, once
+            whole = np.empty(self.len, dtype=np.uint8)
+            self._fill(memoryview(whole))
+            for off, nbytes, dt in order:
+                self.blocks[off, nbytes, dt] = whole[off:off + nbytes].view(dt).copy()
+            return
+        for off, nbytes, dt in order:
+            self._skip_to(off)
+            arr = np.empty(nbytes // dt.itemsize, dtype=dt)
+            self._fill(memoryview(arr.view(np.uint8)))
+            self.blocks[off, nbytes, dt] = arr
+        self._skip_to(self.len)
+
+
+def _read_all(f, name: str) -> tuple:
+    """The JSON document and the data section's blocks, checksum verified."""
+    head, text, data_len = _read_head(f, name)
     h = hashlib.sha256(head)
-    h.update(body)
+    h.update(text)
+    try:
+        doc = json.loads(bytes(text).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        doc = e
+    data = _DataSection(f, name, data_len, h)
+    wanted = _blocks_wanted(doc, data_len, name) if isinstance(doc, dict) else []
+    data.read(wanted)
+    digest = _read_exact(f, _DIGEST, name, "checksum")
     if h.digest() != digest:
         raise CheckpointError(f"load: {name} is corrupted: the SHA-256 checksum does not match "
                               f"its contents")
-    mv = memoryview(body)
-    return mv[:json_len], mv[json_len:]
+    if isinstance(doc, Exception):
+        raise CheckpointError(f"load: {name} is malformed: its JSON header does not parse "
+                              f"({type(doc).__name__}: {str(doc)[:200]})") from None
+    return doc, data
+
+
+def _tensor_dtype(meta):
+    name = meta.get("dtype") if isinstance(meta, dict) else None
+    return next((d for d in _dt.ALL if d.name == name), None)
+
+
+def _array_dtype(meta):
+    s = meta.get("dtype") if isinstance(meta, dict) else None
+    return np.dtype(s) if isinstance(s, str) and _NDARRAY_DTYPE.match(s) else None
+
+
+def _layout(meta, itemsize: int, data_len: int):
+    """(shape, offset, nbytes) of a well-formed entry lying inside the data section, or a
+    message saying what is wrong with it."""
+    try:
+        shape = tuple(meta["shape"])
+        off, nbytes = meta["offset"], meta["nbytes"]
+    except (KeyError, TypeError):
+        return f"entry {meta!r} lacks shape/offset/nbytes"
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
+        return f"has an invalid shape {list(shape)}"
+    if len(shape) > MAX_DIMS:
+        return f"has {len(shape)} dimensions, more than the {MAX_DIMS} a tensor can have"
+    n = 1
+    for s in shape:
+        n *= s
+    if not (isinstance(off, int) and isinstance(nbytes, int) and off >= 0
+            and nbytes == n * itemsize and off + nbytes <= data_len):
+        return (f"of shape {shape} claims bytes [{off}, {off}+{nbytes}) outside the "
+                f"{data_len}-byte data section or of the wrong size")
+    return shape, off, nbytes
+
+
+def _blocks_wanted(doc: dict, data_len: int, name: str) -> list:
+    """(offset, nbytes, little-endian storage dtype) of every well-formed entry; the decoder
+    reports the others when they are referenced."""
+    out = []
+    for key, dtype_of in (("tensors", _tensor_dtype), ("arrays", _array_dtype)):
+        entries = doc.get(key)
+        for meta in entries if isinstance(entries, list) else ():
+            d = dtype_of(meta)
+            if d is None:
+                continue
+            storage = (d.storage if key == "tensors" else d).newbyteorder("<")
+            lay = _layout(meta, storage.itemsize, data_len)
+            if isinstance(lay, tuple):
+                out.append((lay[1], lay[2], storage))
+    return out
 
 
 def _parse_location(loc):
@@ -297,9 +487,10 @@ def _parse_location(loc):
 
 
 class _Decoder:
-    def __init__(self, doc: dict, data: memoryview, name: str, map_location):
+    def __init__(self, doc: dict, data: _DataSection, name: str, map_location):
         self.name = name
         self.data = data
+        self.taken: dict = {}  # the blocks already made into a tensor or an array
         self.map_location = map_location
         self.tensor_meta = self._list(doc, "tensors")
         self.array_meta = self._list(doc, "arrays")
@@ -315,23 +506,14 @@ class _Decoder:
             raise self.bad(f"'{key}' must be a list")
         return v
 
-    def _block(self, meta, itemsize: int, what: str) -> tuple:
-        try:
-            shape = tuple(meta["shape"])
-            off, nbytes = meta["offset"], meta["nbytes"]
-        except (KeyError, TypeError):
-            raise self.bad(f"{what} entry {meta!r} lacks shape/offset/nbytes") from None
-        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape):
-            raise self.bad(f"{what} has an invalid shape {list(shape)}")
-        n = 1
-        for s in shape:
-            n *= s
-        if not (isinstance(off, int) and isinstance(nbytes, int) and off >= 0
-                and nbytes == n * itemsize and off + nbytes <= len(self.data)):
-            raise self.bad(f"{what} of shape {shape} claims bytes [{off}, {off}+{nbytes}) "
-                           f"outside the {len(self.data)}-byte data section or of the wrong "
-                           f"size")
-        return shape, self.data[off:off + nbytes]
+    def _block(self, meta, storage: np.dtype, what: str) -> tuple:
+        """(shape, the block's flat little-endian array as read from the file)."""
+        storage = storage.newbyteorder("<")
+        lay = _layout(meta, storage.itemsize, self.data.len)
+        if isinstance(lay, str):
+            raise self.bad(f"{what} {lay}")
+        shape, off, nbytes = lay
+        return shape, self.data.blocks[off, nbytes, storage]
 
     def tensor(self, i) -> Tensor:
         if not isinstance(i, int) or not 0 <= i < len(self.tensor_meta):
@@ -340,22 +522,29 @@ class _Decoder:
         if t is not None:
             return t
         meta = self.tensor_meta[i]
-        name = meta.get("dtype") if isinstance(meta, dict) else None
-        dt = next((d for d in _dt.ALL if d.name == name), None)
+        dt = _tensor_dtype(meta)
         if dt is None:
+            name = meta.get("dtype") if isinstance(meta, dict) else None
             raise self.bad(f"tensor {i} has unknown dtype {name!r}")
-        shape, raw = self._block(meta, dt.itemsize, f"tensor {i}")
-        flat = np.frombuffer(raw, dtype=dt.storage.newbyteorder("<")).astype(dt.storage)
-        if dt is _dt.bfloat16:
-            f32 = (flat.astype(np.uint32) << 16).view(np.float32)
-            t = from_numpy(f32.reshape(shape)).to(_dt.bfloat16)
-        elif dt is _dt.bool_:
-            t = from_numpy((flat != 0).reshape(shape))
-        else:
-            t = from_numpy(flat.reshape(shape))
+        shape, flat = self._block(meta, dt.storage, f"tensor {i}")
+        if self._used(flat):  # a second tensor on the same bytes gets its own storage
+            flat = flat.copy()
+        if not flat.dtype.isnative:
+            flat = flat.byteswap().view(flat.dtype.newbyteorder("="))
+        if dt is _dt.bool_:
+            np.minimum(flat, 1, out=flat)  # any nonzero byte is True
+        cpu = _backend.get(_backend.CPU)
+        t = Tensor._make(cpu.from_numpy(flat, dt), shape, None, 0, dt, _backend.CPU, cpu)
         t = self._place(t, meta.get("device", "cpu"), i)
         self.tensors[i] = t
         return t
+
+    def _used(self, flat: np.ndarray) -> bool:
+        key = id(flat)
+        if key in self.taken:
+            return True
+        self.taken[key] = flat
+        return False
 
     def _place(self, t: Tensor, saved, i: int) -> Tensor:
         if not isinstance(saved, str):
@@ -388,13 +577,14 @@ class _Decoder:
         a = self.arrays.get(i)
         if a is None:
             meta = self.array_meta[i]
-            s = meta.get("dtype") if isinstance(meta, dict) else None
-            if not isinstance(s, str) or not _NDARRAY_DTYPE.match(s):
+            dt = _array_dtype(meta)
+            if dt is None:
+                s = meta.get("dtype") if isinstance(meta, dict) else None
                 raise self.bad(f"array {i} has unsupported dtype {s!r}")
-            dt = np.dtype(s)
-            shape, raw = self._block(meta, dt.itemsize, f"array {i}")
-            a = self.arrays[i] = np.frombuffer(raw, dtype=dt).astype(dt.newbyteorder("="))\
-                .reshape(shape)
+            shape, flat = self._block(meta, dt, f"array {i}")
+            if self._used(flat):
+                flat = flat.copy()
+            a = self.arrays[i] = flat.astype(dt.newbyteorder("="), copy=False).reshape(shape)
         return a
 
     def decode(self, node):
@@ -471,12 +661,7 @@ def _load_st(f, name: str, map_location):
     if map_location is not None and not (callable(map_location) or isinstance(
             map_location, dict)):
         map_location = _parse_location(map_location)
-    text, data = _read_all(f, name)
-    try:
-        doc = json.loads(bytes(text).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise CheckpointError(f"load: {name} is malformed: its JSON header does not parse "
-                              f"({type(e).__name__}: {str(e)[:200]})") from None
+    doc, data = _read_all(f, name)
     if not isinstance(doc, dict) or "root" not in doc:
         raise CheckpointError(f"load: {name} is malformed: the header has no 'root'")
     dec = _Decoder(doc, data, name, map_location)

@@ -160,7 +160,7 @@ def test_conv_errors_name_the_op():
         nn.ConvTranspose3d(3, 4, 2, groups=2)
     with pytest.raises(ValueError, match="conv3d: weight of shape .* expects 2 input channels"):
         F.conv3d(x, st.randn(2, 2, 2, 2, 2))
-    with pytest.raises(ValueError, match="conv3d: stride and dilation must be positive"):
+    with pytest.raises(ValueError, match="conv3d: stride must be positive"):
         F.conv3d(x, st.randn(2, 4, 2, 2, 2), stride=0)
     with pytest.raises(ValueError, match="conv3d: weight must be 5-d"):
         F.conv3d(x, st.randn(2, 4, 2, 2))

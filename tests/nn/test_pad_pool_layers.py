@@ -209,8 +209,8 @@ def test_pool_reprs():
      "max_pool1d: padding .* should be at most half"),
     (lambda: F.max_pool3d(st.ones(1, 1, 4, 4, 4), (2, 2)), TypeError,
      "max_pool3d: kernel_size must be an int or a tuple of 3"),
-    (lambda: F.avg_pool3d(st.ones(1, 1, 4, 4, 4), 0), ValueError, "avg_pool3d: kernel_size, "
-                                                                  "stride and dilation must be"),
+    (lambda: F.avg_pool3d(st.ones(1, 1, 4, 4, 4), 0), ValueError, "avg_pool3d: kernel_size "
+                                                                  "must be positive"),
     (lambda: F.avg_pool3d(st.ones(1, 1, 2, 2, 2), 2, divisor_override=0), ValueError,
      "avg_pool3d: divisor_override must be a non-zero int"),
     (lambda: F.adaptive_max_pool2d(st.ones(1, 1, 4, 4), 0), ValueError,

@@ -7,6 +7,7 @@ import math
 
 from .. import creation
 from .. import ops as _ops
+from ..ops._geometry import at_least
 from ..tensor import Tensor
 from . import init
 from .module import Module, Parameter
@@ -14,6 +15,17 @@ from .module import Module, Parameter
 
 def _pair(v) -> tuple:
     return tuple(v) if isinstance(v, (list, tuple)) else (v, v)
+
+
+def _kernel(layer: str, v, n: int) -> tuple:
+    """kernel_size as n positive ints (the weight's shape is made from it at construction)."""
+    vals = tuple(v) if isinstance(v, (list, tuple)) else (v,) * n
+    if len(vals) == 1:
+        vals *= n
+    if len(vals) != n or any(not isinstance(a, int) or isinstance(a, bool) for a in vals):
+        raise ValueError(f"{layer}: kernel_size must be an int or a tuple of {n} ints, got "
+                         f"{v!r}")
+    return at_least(layer, "kernel_size", vals, 1, v)
 
 
 def _check_channels(layer: str, in_ch, out_ch, groups) -> None:
@@ -72,7 +84,7 @@ class Conv2d(_ConvNd):
         super().__init__()
         _check_channels("Conv2d", in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size, self.stride = _pair(kernel_size), _pair(stride)
+        self.kernel_size, self.stride = _kernel("Conv2d", kernel_size, 2), _pair(stride)
         self.padding = padding if isinstance(padding, str) else _pair(padding)
         self.dilation = _pair(dilation)
         kh, kw = self.kernel_size
@@ -103,10 +115,11 @@ class Conv1d(_ConvNd):
         _check_channels("Conv1d", in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size, self.stride, self.padding, self.dilation = (
-            (kernel_size,), (stride,), padding if isinstance(padding, str) else (padding,),
-            (dilation,))
-        self._init_params((out_channels, in_channels // groups, kernel_size),
-                          in_channels // groups * kernel_size, bias, device, dtype)
+            _kernel("Conv1d", kernel_size, 1), (stride,),
+            padding if isinstance(padding, str) else (padding,), (dilation,))
+        (k,) = self.kernel_size
+        self._init_params((out_channels, in_channels // groups, k),
+                          in_channels // groups * k, bias, device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         pad = self.padding if isinstance(self.padding, str) else self.padding[0]
@@ -132,7 +145,8 @@ class ConvTranspose2d(_ConvNd):
         super().__init__()
         _check_channels("ConvTranspose2d", in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size, self.stride = _pair(kernel_size), _pair(stride)
+        self.kernel_size = _kernel("ConvTranspose2d", kernel_size, 2)
+        self.stride = _pair(stride)
         self.padding, self.output_padding = _pair(padding), _pair(output_padding)
         self.dilation = _pair(dilation)
         kh, kw = self.kernel_size

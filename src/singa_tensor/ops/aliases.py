@@ -379,7 +379,7 @@ def _take_view(x: Tensor, view: Tensor, op: str) -> Tensor:
 def _restrider(fn: Callable, name: str, call: str, shape: str) -> Callable:
     """The Tensor method `name`: fn's view of the tensor, taken by the tensor itself."""
     def op(input: Tensor, *args) -> Tensor:
-        check_inplace(input, name)
+        check_inplace(input, name, writes=False)
         return _take_view(input, fn(input, *args), name)
 
     op.__name__ = op.__qualname__ = name

@@ -21,6 +21,7 @@ from .. import dtype as _dt
 from ..tensor import Tensor
 from . import conv_onednn as _planned
 from . import index as _index
+from ._geometry import at_least, kernel_of
 from ._registry import (
     REGISTRY,
     OpSpec,
@@ -221,16 +222,16 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
     if not isinstance(groups, int) or groups < 1:
         raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
     n, c, h, w = x4.shape
-    o, cg, kh, kw = weight.shape
+    o, cg = weight.shape[:2]
+    kh, kw = kernel_of(op, weight)
     if c % groups or o % groups:
         raise ValueError(f"{op}: in channels {c} and out channels {o} must both be divisible by "
                          f"groups={groups}")
     if cg * groups != c:
         raise ValueError(f"{op}: weight of shape {weight.shape} expects {cg * groups} input "
                          f"channels (groups={groups}), but the input has {c} (shape {x.shape})")
-    stride, dilation = _pair(op, stride, "stride"), _pair(op, dilation, "dilation")
-    if min(stride) < 1 or min(dilation) < 1:
-        raise ValueError(f"{op}: stride and dilation must be positive, got {stride}, {dilation}")
+    stride = at_least(op, "stride", _pair(op, stride, "stride"), 1)
+    dilation = at_least(op, "dilation", _pair(op, dilation, "dilation"), 1)
     pt, pb, pl, pr = _conv_padding(op, padding, (kh, kw), dilation, stride)
     oh = _out_size(op, h, kh, stride[0], pt, pb, dilation[0])
     ow = _out_size(op, w, kw, stride[1], pl, pr, dilation[1])
@@ -282,15 +283,25 @@ def conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
         raise ValueError(f"{op}: expected input (N, C, L) or (C, L) and weight (O, C/groups, k), "
                          f"got {x.shape} and {weight.shape}")
     x3 = x.unsqueeze(0) if x.ndim == 2 else x
+    kernel_of(op, weight)
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
 
     def one(v, name):
-        if isinstance(v, str):
+        if isinstance(v, str) and name == "padding":
             return v
+        if isinstance(v, (list, tuple)) and len(v) != 1:
+            raise ValueError(f"{op}: {name} must be an int or a tuple of 1 int, got {v!r}")
         (a,) = v if isinstance(v, (list, tuple)) else (v,)
+        if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
+            raise TypeError(f"{op}: {name} must be ints, got {v!r}")
+        at_least(op, name, (int(a),), 0 if name == "padding" else 1, v)
         return (1, a) if name != "padding" else (0, a)
 
-    out = conv2d(x3.unsqueeze(2), weight.unsqueeze(2), bias, one(stride, "stride"),
-                 one(padding, "padding"), one(dilation, "dilation"), groups).squeeze(2)
+    s, p, d = one(stride, "stride"), one(padding, "padding"), one(dilation, "dilation")
+    if not isinstance(p, str):
+        _out_size(op, x3.shape[-1], weight.shape[-1], s[1], p[1], p[1], d[1])
+    out = conv2d(x3.unsqueeze(2), weight.unsqueeze(2), bias, s, p, d, groups).squeeze(2)
     return out.squeeze(0) if x.ndim == 2 else out
 
 
@@ -310,16 +321,18 @@ def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stri
     if weight.ndim != 4:
         raise ValueError(f"{op}: weight must be 4-d (in, out/groups, kh, kw), got {weight.shape}")
     n, c, h, w = x4.shape
-    ci, og, kh, kw = weight.shape
+    ci, og = weight.shape[:2]
+    kh, kw = kernel_of(op, weight)
     if not isinstance(groups, int) or groups < 1 or c % groups:
         raise ValueError(f"{op}: groups={groups!r} must be a positive divisor of the {c} input "
                          "channels")
     if ci != c:
         raise ValueError(f"{op}: weight of shape {weight.shape} expects {ci} input channels, the "
                          f"input has {c}")
-    stride, dilation = _pair(op, stride, "stride"), _pair(op, dilation, "dilation")
-    (ph, pw), (oph, opw) = _pair(op, padding, "padding"), _pair(op, output_padding,
-                                                              "output_padding")
+    stride = at_least(op, "stride", _pair(op, stride, "stride"), 1)
+    dilation = at_least(op, "dilation", _pair(op, dilation, "dilation"), 1)
+    ph, pw = at_least(op, "padding", _pair(op, padding, "padding"), 0)
+    oph, opw = at_least(op, "output_padding", _pair(op, output_padding, "output_padding"), 0)
     if oph >= max(stride[0], dilation[0]) or opw >= max(stride[1], dilation[1]):
         raise ValueError(f"{op}: output_padding {(oph, opw)} must be smaller than stride or "
                          f"dilation {stride}, {dilation}")
@@ -355,13 +368,12 @@ def _no_half_kernel(x: Tensor, op: str) -> bool:
 
 
 def _pool_geometry(op, h, w, kernel_size, stride, padding, dilation, ceil_mode):
-    k = _pair(op, kernel_size, "kernel_size")
-    s = _pair(op, stride if stride is not None and stride != () else k, "stride")
-    p = _pair(op, padding, "padding")
-    d = _pair(op, dilation, "dilation")
-    if min(k) < 1 or min(s) < 1 or min(d) < 1:
-        raise ValueError(f"{op}: kernel_size, stride and dilation must be positive")
-    if p[0] > k[0] // 2 or p[1] > k[1] // 2 or min(p) < 0:
+    k = at_least(op, "kernel_size", _pair(op, kernel_size, "kernel_size"), 1)
+    s = at_least(op, "stride", _pair(op, stride if stride is not None and stride != () else k,
+                                     "stride"), 1)
+    p = at_least(op, "padding", _pair(op, padding, "padding"), 0)
+    d = at_least(op, "dilation", _pair(op, dilation, "dilation"), 1)
+    if p[0] > k[0] // 2 or p[1] > k[1] // 2:
         raise ValueError(f"{op}: padding {p} should be at most half of the kernel size {k}")
     sizes = []
     for n, kk, ss, pp, dd in ((h, k[0], s[0], p[0], d[0]), (w, k[1], s[1], p[1], d[1])):
@@ -469,6 +481,8 @@ def adaptive_avg_pool2d(x: Tensor, output_size) -> Tensor:
     x4, squeeze = _image(op, x)
     n, c, h, w = x4.shape
     if isinstance(output_size, (list, tuple)):
+        if len(output_size) != 2:
+            raise ValueError(f"{op}: output_size must be an int or a pair, got {output_size!r}")
         oh, ow = (h if output_size[0] is None else output_size[0],
                   w if output_size[1] is None else output_size[1])
     else:

@@ -17,6 +17,7 @@ import numpy as np
 from .. import creation
 from .. import dtype as _dt
 from ..tensor import Tensor
+from ._geometry import at_least, kernel_of
 from ._registry import composite, expect_tensor
 from .conv import _adaptive_matrix, conv2d, conv_transpose2d
 from .index import gather, index_select, scatter
@@ -135,7 +136,8 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
                          f"{weight.shape}")
     groups = _groups(op, groups)
     n, c = x.shape[:2]
-    o, cg, kd, kh, kw = weight.shape
+    o, cg = weight.shape[:2]
+    kd, kh, kw = kernel_of(op, weight)
     if c % groups or o % groups:
         raise ValueError(f"{op}: in channels {c} and out channels {o} must both be divisible by "
                          f"groups={groups}")
@@ -145,9 +147,8 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
                          f"{input.shape})")
     if weight.dtype is not x.dtype:
         raise TypeError(f"{op}: input is {x.dtype.name} but weight is {weight.dtype.name}")
-    s, d = _triple(op, stride, "stride"), _triple(op, dilation, "dilation")
-    if min(s) < 1 or min(d) < 1:
-        raise ValueError(f"{op}: stride and dilation must be positive, got {s}, {d}")
+    s = at_least(op, "stride", _triple(op, stride, "stride"), 1)
+    d = at_least(op, "dilation", _triple(op, dilation, "dilation"), 1)
     pads = _same_pads(op, padding, (kd, kh, kw), d, s)
     if any(p != (0, 0) for p in pads):
         x = _pad(x, tuple(v for lo_hi in reversed(pads) for v in lo_hi))
@@ -237,14 +238,17 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
         expect_tensor(op, bias, "bias")
     if weight.ndim != 3:
         raise ValueError(f"{op}: weight must be 3-d (in, out/groups, k), got {weight.shape}")
-    (s,), (p,) = _tuple(op, stride, 1, "stride"), _tuple(op, padding, 1, "padding")
-    (opd,), (d,) = _tuple(op, output_padding, 1, "output_padding"), _tuple(op, dilation, 1,
-                                                                          "dilation")
-    if s < 1 or d < 1:
-        raise ValueError(f"{op}: stride and dilation must be positive, got {s}, {d}")
+    kernel_of(op, weight)
+    (s,) = at_least(op, "stride", _tuple(op, stride, 1, "stride"), 1)
+    (p,) = at_least(op, "padding", _tuple(op, padding, 1, "padding"), 0)
+    (opd,) = at_least(op, "output_padding", _tuple(op, output_padding, 1, "output_padding"), 0)
+    (d,) = at_least(op, "dilation", _tuple(op, dilation, 1, "dilation"), 1)
     if opd >= max(s, d):
         raise ValueError(f"{op}: output_padding {opd} must be smaller than stride {s} or "
                          f"dilation {d}")
+    size = (x.shape[-1] - 1) * s - 2 * p + d * (weight.shape[-1] - 1) + opd + 1
+    if size <= 0:
+        raise ValueError(f"{op}: output size {size} is not positive")
     out = conv_transpose2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), (0, p), (0, opd),
                            _groups(op, groups), (1, d)).squeeze(2)
     return out.squeeze(0) if added else out
@@ -280,19 +284,18 @@ def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
         raise ValueError(f"{op}: weight must be 5-d (in, out/groups, kd, kh, kw), got "
                          f"{weight.shape}")
     n, c, depth, h, w = x.shape
-    ci, og, kd, kh, kw = weight.shape
+    ci, og = weight.shape[:2]
+    kd, kh, kw = kernel_of(op, weight)
     groups = _groups(op, groups)
     if c % groups:
         raise ValueError(f"{op}: groups={groups} must divide the {c} input channels")
     if ci != c:
         raise ValueError(f"{op}: weight of shape {weight.shape} expects {ci} input channels, "
                          f"the input has {c}")
-    s, p = _triple(op, stride, "stride"), _triple(op, padding, "padding")
-    opd, d = _triple(op, output_padding, "output_padding"), _triple(op, dilation, "dilation")
-    if min(s) < 1 or min(d) < 1:
-        raise ValueError(f"{op}: stride and dilation must be positive, got {s}, {d}")
-    if min(p) < 0:
-        raise ValueError(f"{op}: padding must be non-negative, got {p}")
+    s = at_least(op, "stride", _triple(op, stride, "stride"), 1)
+    p = at_least(op, "padding", _triple(op, padding, "padding"), 0)
+    opd = at_least(op, "output_padding", _triple(op, output_padding, "output_padding"), 0)
+    d = at_least(op, "dilation", _triple(op, dilation, "dilation"), 1)
     if any(a >= max(b, e) for a, b, e in zip(opd, s, d)):
         raise ValueError(f"{op}: output_padding {opd} must be smaller than stride or dilation "
                          f"{s}, {d}")
@@ -412,11 +415,9 @@ def lp_pool3d(input: Tensor, norm_type: float, kernel_size, stride=None,
 
 
 def _unpool_size(op, nsp, sizes, kernel_size, stride, padding, output_size) -> tuple:
-    k = _tuple(op, kernel_size, nsp, "kernel_size")
-    s = _tuple(op, stride if stride is not None else k, nsp, "stride")
-    p = _tuple(op, padding, nsp, "padding")
-    if min(k) < 1 or min(s) < 1:
-        raise ValueError(f"{op}: kernel_size and stride must be positive, got {k}, {s}")
+    k = at_least(op, "kernel_size", _tuple(op, kernel_size, nsp, "kernel_size"), 1)
+    s = at_least(op, "stride", _tuple(op, stride if stride is not None else k, nsp, "stride"), 1)
+    p = at_least(op, "padding", _tuple(op, padding, nsp, "padding"), 0)
     default = tuple((n - 1) * ss - 2 * pp + kk for n, kk, ss, pp in zip(sizes, k, s, p))
     if output_size is None:
         return default

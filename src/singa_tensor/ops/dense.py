@@ -262,12 +262,23 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
     if input.dtype.is_floating_point or input.dtype.name == "bool":
         raise TypeError(f"embedding: expected an integer index tensor, got {input.dtype.name}")
     padding_idx = padding_index("embedding", padding_idx, weight.shape[0])
-    out = reshape(index_select(weight, 0, reshape(input, -1)), *input.shape, weight.shape[1])
+    try:
+        rows = index_select(weight, 0, reshape(input, -1))
+    except IndexError:
+        raise IndexError(_embedding_range_message(input, weight.shape[0])) from None
+    out = reshape(rows, *input.shape, weight.shape[1])
     if padding_idx is not None and out.requires_grad:
         # same values, but the padding rows come from a detached copy: no gradient reaches them
         pad = (input == padding_idx).unsqueeze(-1)
         out = where(pad, out.detach(), out)
     return out
+
+
+def _embedding_range_message(input: Tensor, num: int) -> str:
+    flat = input.detach().reshape(-1).cpu().numpy()
+    bad = flat[(flat < 0) | (flat >= num)]
+    return (f"embedding: index {int(bad[0]) if bad.size else '?'} is out of bounds for "
+            f"num_embeddings={num} (indices must be in [0, {num - 1}])")
 
 
 def _embedding_reference(input, weight, padding_idx=None):

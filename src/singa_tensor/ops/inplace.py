@@ -14,7 +14,7 @@ from .. import autograd as _ag
 from .. import dtype as _dt
 from ..autograd import AccumulateGrad
 from ..tensor import Tensor
-from ._registry import contiguous, copy_into, kernel, ptr, tensor_method
+from ._registry import copy_into, kernel, ptr, tensor_method
 from .layout import cast, expand
 
 VIEW_OPS = {"view", "expand", "permute", "slice", "select", "squeeze", "unsqueeze", "diagonal",
@@ -34,9 +34,109 @@ def _views_a_leaf(x: Tensor) -> bool:
     return False
 
 
-def check_inplace(x: Tensor, op: str) -> None:
+# ---- memory overlap ------------------------------------------------------------------------------
+
+
+def has_internal_overlap(t: Tensor) -> bool:
+    """Whether two elements of t share one memory location (an expanded or as_strided view).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops.inplace import has_internal_overlap
+        >>> has_internal_overlap(st.zeros(4).expand(3, 4)), has_internal_overlap(st.zeros(8)[::2])
+        (True, False)
+    """
+    if t._contig:
+        return False
+    dims = sorted((abs(s), n) for n, s in zip(t._shape, t._strides) if n > 1)
+    if not dims:
+        return False
+    if dims[0][0] == 0:
+        return True
+    span = 1  # one past the largest offset the smaller dimensions reach
+    for s, n in dims:
+        if s < span:
+            break
+        span += s * (n - 1)
+    else:
+        return False
+    # strides that interleave: enumerate the offsets (only as_strided makes such views)
+    offs = np.zeros(1, dtype=np.int64)
+    for s, n in dims:
+        offs = (offs[:, None] + np.arange(n, dtype=np.int64) * s).ravel()
+    return np.unique(offs).size != offs.size
+
+
+def _byte_extent(t: Tensor) -> tuple:
+    lo = hi = t._offset
+    for n, s in zip(t._shape, t._strides):
+        if s > 0:
+            hi += (n - 1) * s
+        else:
+            lo += (n - 1) * s
+    item = t.dtype.itemsize
+    return lo * item, (hi + 1) * item
+
+
+def partly_overlaps(out: Tensor, t) -> bool:
+    """Whether t reads memory that writing out changes, other than as the very same view
+    (which elementwise kernels handle: each element is read before it is written).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops.inplace import partly_overlaps
+        >>> x = st.arange(10.0)
+        >>> partly_overlaps(x[1:], x[:-1]), partly_overlaps(x[:5], x[5:]), partly_overlaps(x, x)
+        (True, False, False)
+    """
+    if t.__class__ is not Tensor or t._storage is not out._storage or not t.numel() \
+            or not out.numel():
+        return False
+    if (t._offset, t._shape, t._strides, t.dtype) == (out._offset, out._shape, out._strides,
+                                                      out.dtype):
+        return False
+    a, b = _byte_extent(out), _byte_extent(t)
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def apart_from(out: Tensor, value):
+    """value, or a copy of it where it partly overlaps out, so that writing out cannot change
+    what is read from value (the computation goes through the copy as through a temporary).
+    Lists and tuples of tensors are handled element by element."""
+    if value.__class__ is Tensor:
+        if not partly_overlaps(out, value):
+            return value
+        if _ag._mode.enabled and value.requires_grad:
+            from .layout import clone
+
+            return clone(value)
+        fresh = Tensor._empty(value._shape, value.dtype, value._device, value._be)
+        copy_into(value, fresh)
+        return fresh
+    if value.__class__ in (list, tuple):
+        return value.__class__(apart_from(out, v) for v in value)
+    return value
+
+
+def check_writable(x: Tensor, op: str) -> None:
+    """Refuse to write into x when several of its elements share one memory location (an
+    expanded view): which write would win is undefined."""
+    if has_internal_overlap(x):
+        raise RuntimeError(
+            f"{op}: unsupported operation: more than one element of the written-to tensor "
+            "refers to a single memory location. Please clone() the tensor before performing "
+            "the operation."
+        )
+
+
+def check_inplace(x: Tensor, op: str, writes: bool = True) -> None:
+    """The checks every in-place op makes before it changes x: x is a Tensor, x's elements
+    are distinct memory (unless the op only changes x's shape: writes=False), and autograd
+    allows the change."""
     if x.__class__ is not Tensor:
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+    if writes:
+        check_writable(x, op)
     if _ag._mode.enabled and x.requires_grad:
         if x._node is None:
             raise RuntimeError(
@@ -53,6 +153,7 @@ def check_inplace(x: Tensor, op: str) -> None:
 
 def write_result(x: Tensor, result: Tensor, op: str) -> Tensor:
     """Store result (broadcastable to x) into x; x takes over result's place in the graph."""
+    result = apart_from(x, result)  # an op may hand back a view of x's own memory
     if result._shape != x._shape:
         try:
             from ._registry import broadcast_shapes
@@ -136,6 +237,7 @@ def _tracked_input(x: Tensor) -> Tensor:
 
 def inplace_binary(x: Tensor, other, fn, op: str) -> Tensor:
     check_inplace(x, op)
+    other = apart_from(x, other)
     if (not _ag._mode.enabled or not (x.requires_grad or getattr(other, "requires_grad", False))):
         # fast path: the kernel writes straight into x when the layout allows
         if (x._contig and other.__class__ is Tensor and other.dtype is x.dtype
@@ -188,6 +290,7 @@ def _rounded(v: float, d) -> float:
 
 def inplace_unary(x: Tensor, fn, op: str, *args, **kwargs) -> Tensor:
     check_inplace(x, op)
+    args, kwargs = apart_from(x, args), {k: apart_from(x, v) for k, v in kwargs.items()}
     if not _ag._mode.enabled or not x.requires_grad:
         with _ag.no_grad():
             r = fn(x, *args, **kwargs)
@@ -209,6 +312,8 @@ def inplace_method(fn, name: str, kind: str):
     else:
         def method(self, *args, **kwargs):
             check_inplace(self, name)
+            args, kwargs = apart_from(self, args), {k: apart_from(self, v)
+                                                     for k, v in kwargs.items()}
             return write_result(self, fn(self, *args, **kwargs), name)
 
     method.__name__ = method.__qualname__ = name
@@ -252,6 +357,7 @@ def zero_(x: Tensor) -> Tensor:
         >>> st.ones(2).zero_().tolist()
         [0.0, 0.0]
     """
+    check_inplace(x, "zero_")
     return fill_(x, 0)
 
 
@@ -282,7 +388,7 @@ def copy_(x: Tensor, src) -> Tensor:
 
     if broadcast_shapes(src._shape, x._shape, op="copy_") != x._shape:
         raise ValueError(f"copy_: source of shape {src._shape} does not broadcast to {x._shape}")
-    copy_into(contiguous(src) if src._storage is x._storage else src, x)
+    copy_into(apart_from(x, src), x)
     if x._node is not None and _ag._mode.enabled:
         x._node = None
         x.requires_grad = False

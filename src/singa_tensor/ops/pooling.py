@@ -18,6 +18,7 @@ import numpy as np
 from .. import creation
 from .. import dtype as _dt
 from ..tensor import Tensor
+from ._geometry import at_least
 from ._registry import composite
 from .conv import _adaptive_matrix, avg_pool2d, max_pool2d
 from .elementwise import relu, sign
@@ -56,13 +57,11 @@ def _tuple(op: str, v, n: int, name: str) -> tuple:
 
 def _geometry(op, sizes, kernel_size, stride, padding, dilation, ceil_mode) -> tuple:
     n = len(sizes)
-    k = _tuple(op, kernel_size, n, "kernel_size")
-    s = _tuple(op, stride if stride is not None and stride != () else k, n, "stride")
-    p = _tuple(op, padding, n, "padding")
-    d = _tuple(op, dilation, n, "dilation")
-    if min(k) < 1 or min(s) < 1 or min(d) < 1:
-        raise ValueError(f"{op}: kernel_size, stride and dilation must be positive, got "
-                         f"kernel_size={k}, stride={s}, dilation={d}")
+    k = at_least(op, "kernel_size", _tuple(op, kernel_size, n, "kernel_size"), 1)
+    s = at_least(op, "stride", _tuple(op, stride if stride is not None and stride != () else k,
+                                      n, "stride"), 1)
+    p = at_least(op, "padding", _tuple(op, padding, n, "padding"), 0)
+    d = at_least(op, "dilation", _tuple(op, dilation, n, "dilation"), 1)
     if min(p) < 0 or any(pp > kk // 2 for pp, kk in zip(p, k)):
         raise ValueError(f"{op}: padding {p} should be at most half of the kernel size {k}")
     outs = []
@@ -436,7 +435,12 @@ def _lp_pool(op, nsp, x, norm_type, kernel_size, stride, ceil_mode):
     if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)) or norm_type == 0:
         raise ValueError(f"{op}: norm_type must be a non-zero number, got {norm_type!r}")
     x, added = _spatial(op, x, nsp)
-    k = _tuple(op, kernel_size, nsp, "kernel_size")
+    k = at_least(op, "kernel_size", _tuple(op, kernel_size, nsp, "kernel_size"), 1)
+    if stride is not None and stride != ():
+        at_least(op, "stride", _tuple(op, stride, nsp, "stride"), 1)
+    if any(kk > n for kk, n in zip(k, x.shape[2:])):
+        raise ValueError(f"{op}: kernel_size {k} is too large for input size "
+                         f"{tuple(x.shape[2:])}")
     if nsp == 2:
         mean = avg_pool2d(x ** float(norm_type), k, stride, 0, ceil_mode)
     else:

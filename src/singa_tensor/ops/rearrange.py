@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tensor import Tensor
+from ._geometry import at_least
 from ._registry import apply, composite, expect_tensor
 from .conv import Col2im, Im2col, _col2im_np, _im2col_np, _out_size, _pair
 from .layout import permute, reshape
@@ -138,14 +139,10 @@ def channel_shuffle(x: Tensor, groups: int) -> Tensor:
 
 
 def _geometry(op, size, kernel_size, dilation, padding, stride) -> tuple:
-    k = _pair(op, kernel_size, "kernel_size")
-    d = _pair(op, dilation, "dilation")
-    p = _pair(op, padding, "padding")
-    s = _pair(op, stride, "stride")
-    if min(k) < 1 or min(d) < 1 or min(s) < 1 or min(p) < 0:
-        raise ValueError(f"{op}: kernel_size, dilation and stride must be positive and padding "
-                         f"non-negative, got kernel_size={k}, dilation={d}, padding={p}, "
-                         f"stride={s}")
+    k = at_least(op, "kernel_size", _pair(op, kernel_size, "kernel_size"), 1)
+    d = at_least(op, "dilation", _pair(op, dilation, "dilation"), 1)
+    p = at_least(op, "padding", _pair(op, padding, "padding"), 0)
+    s = at_least(op, "stride", _pair(op, stride, "stride"), 1)
     oh = _out_size(op, size[0], k[0], s[0], p[0], p[0], d[0])
     ow = _out_size(op, size[1], k[1], s[1], p[1], p[1], d[1])
     return (k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], oh, ow)
@@ -214,7 +211,7 @@ def fold(x: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -
     if not x.dtype.is_floating_point:
         raise TypeError(f"{op}: expected a floating point input, got {x.dtype.name}")
     x3 = x.unsqueeze(0) if x.ndim == 2 else x
-    size = _pair(op, output_size, "output_size")
+    size = at_least(op, "output_size", _pair(op, output_size, "output_size"), 1)
     geo = _geometry(op, size, kernel_size, dilation, padding, stride)
     block = geo[0] * geo[1]
     n, ck, blocks = x3.shape
