@@ -359,3 +359,24 @@ def test_host_communication_refuses_in_a_world_of_one():
     objs = [None]
     dist.all_gather_object(objs, {"k": 2})
     assert objs == [{"k": 2}]
+
+
+def test_collective_on_cuda_temporaries_replays_on_the_arena(cuda):
+    # the MPI backend stages CUDA tensors through the host (copies the recording leaves to the
+    # collective's call); a replay rebuilds the output over its place in the CUDA arena
+    dist.init_process_group(backend="mpi")
+
+    @st.compile(warmup=0)
+    def step(x):
+        out = st.zeros(4, device=cuda)
+        dist.all_gather_into_tensor(out, x * 2)
+        dist.all_reduce(out)
+        return out + 1
+
+    for k in range(3):
+        x = st.tensor(np.arange(4, dtype=np.float32) + k, device=cuda)
+        assert step(x).cpu().tolist() == (2 * (np.arange(4) + k) + 1).tolist()
+    symbols = [s for _, _, s in step._latest.graph.calls]
+    assert symbols.count("collective all_gather_into_tensor") == 1
+    assert symbols.count("collective all_reduce") == 1
+    assert step.replays == 2
