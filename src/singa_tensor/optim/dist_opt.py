@@ -23,6 +23,10 @@ backend's algorithm:
 - `backward_and_partial_update`: every rank updates with its local gradient; then one
   round-robin slice of the parameters (about `threshold` bytes) is averaged across ranks per
   step, which bounds how far the replicas drift apart at a fraction of the traffic.
+
+In graph mode (`st.compile`) the two dense modes record their all-reduces, which run again on
+every replay (synchronously, in bucket order); the sparse and partial modes decide on the
+host what travels and raise GraphError while recording.
 """
 
 from __future__ import annotations
