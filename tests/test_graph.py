@@ -295,14 +295,25 @@ def test_bad_arguments():
         outer(st.ones(1))
 
 
-def test_collectives_are_refused_while_recording():
+def test_collectives_are_recorded_and_host_communication_refused():
+    # more in tests/distributed/test_graph_collectives.py, on 2 and 4 ranks
     pytest.importorskip("mpi4py")
     import singa_tensor.distributed as dist
 
     dist.init_process_group(backend="mpi")
     try:
-        step = st.compile(lambda x: dist.all_reduce(x) or x, warmup=0)
-        with pytest.raises(RuntimeError, match="collectives cannot be recorded in graph mode"):
+        def f(x):
+            y = x * 2
+            dist.all_reduce(y)
+            return y
+
+        step = st.compile(f, warmup=0)
+        assert step(st.ones(2)).tolist() == [2.0, 2.0]
+        assert step(st.full((2,), 3.0)).tolist() == [6.0, 6.0]
+        assert "collective all_reduce" in [s for _, _, s in step._latest.graph.calls]
+        step = st.compile(lambda x: dist.all_gather_object([None], 1), warmup=0)
+        with pytest.raises(GraphError, match="all_gather_object cannot be recorded in graph "
+                                             "mode"):
             step(st.ones(2))
     finally:
         dist.destroy_process_group()

@@ -64,8 +64,16 @@ class ExecutionContext:
     def end_update(self, optimizer) -> None:
         """An optimizer's step has ended."""
 
-    def collective(self, what: str) -> None:
-        """A collective is about to communicate."""
+    def collective(self, what: str, args: tuple, run: Callable[[tuple], Any]) -> None:
+        """A collective communicates: run(args) performs it, to completion, on the tensors
+        (and lists of tensors) in args, the ones it reads and writes; graph capture records
+        it, to perform it again on each replay's buffers."""
+        run(args)
+
+    def host_communication(self, what: str, why: str) -> None:
+        """Communication whose pattern or result is decided on the host (object collectives,
+        the parameter server, DistOpt's sparse and partial updates) is about to run; a
+        capture refuses it, saying why."""
 
     def custom_function(self, cls, args: tuple, kwargs: dict, run: Callable[[], Any]):
         """A user's autograd.Function runs (`run` applies it as in eager execution)."""

@@ -110,6 +110,12 @@ def from_numpy(array: np.ndarray, dtype) -> Storage:
     return storage
 
 
+def alias(address: int, nbytes: int, dtype) -> Storage:
+    """A storage over nbytes of memory at address that another storage owns and keeps alive
+    (graph mode's replay of a collective on its arena)."""
+    return Storage(ffi.cast(dtype.ctype + " *", address), nbytes, dtype.storage)
+
+
 def set_cache_limit(nbytes: int) -> None:
     """Most bytes of freed buffers the allocator keeps for reuse (default 4 GiB; also set by
     the environment variable SINGA_TENSOR_CPU_CACHE_LIMIT at import)."""

@@ -140,6 +140,11 @@ class CudaBackend:
                 f"cuda:{self.index}: allocating {nbytes} bytes failed: {e}") from None
         return Storage(mem, mem.ptr, nbytes, _PTR[dtype.name], self.index)
 
+    def alias(self, address: int, nbytes: int, dtype) -> Storage:
+        """A storage over nbytes of device memory at address that another storage owns and
+        keeps alive (graph mode's replay of a collective on its arena)."""
+        return Storage(None, address, nbytes, _PTR[dtype.name], self.index)
+
     def allocated_bytes(self) -> int:
         """Bytes of the memory pool in use by live buffers on this device."""
         with self._on_device():

@@ -23,7 +23,7 @@ import os
 
 from .. import _execution
 from ..tensor import Tensor
-from ._base import Communicator, DistributedError, Group, ReduceOp, Work
+from ._base import Communicator, DistributedError, Group, ReduceOp, Work, completed
 
 _DEFAULT_TIMEOUT = 300.0
 
@@ -46,9 +46,6 @@ def _world() -> Group:
 
 
 def _group(group) -> Group:
-    ex = _execution.current()
-    if ex is not None:
-        ex.collective("distributed")
     world = _world()
     if group is None:
         return world
@@ -56,6 +53,25 @@ def _group(group) -> Group:
         raise TypeError(f"group must be a dist.Group from new_group(), got "
                         f"{type(group).__name__}")
     return group
+
+
+def _communicate(name: str, args: tuple, fn, async_op: bool):
+    """fn(args, async_op): the collective on the communicator, args its tensors (and lists
+    of tensors). Under graph capture the execution context runs it to completion and records
+    it, so that a replay communicates again on the replay's buffers; an async_op then gets a
+    Work that is already complete."""
+    ex = _execution.current() if _execution.running_count else None
+    if ex is None:
+        return fn(args, async_op)
+    ex.collective(name, args, lambda ts: fn(ts, False))
+    return completed(name) if async_op else None
+
+
+def _on_host(name: str, why: str) -> None:
+    """Tell a running capture that communication decided on the host is about to run."""
+    ex = _execution.current() if _execution.running_count else None
+    if ex is not None:
+        ex.host_communication(name, why)
 
 
 def _timeout(timeout) -> float:
@@ -340,6 +356,7 @@ def new_group(ranks) -> Group:
         >>> dist.destroy_process_group()
     """
     world = _world()
+    _on_host("new_group", "it sets up a communicator, once; make groups before the step")
     try:
         ranks = sorted({int(r) for r in ranks})
     except (TypeError, ValueError):
@@ -431,7 +448,7 @@ def barrier(group: Group | None = None) -> None:
     """
     g = _group(group)
     if g.comm is not None:
-        g.comm.barrier()
+        _communicate("barrier", (), lambda ts, a: g.comm.barrier(), False)
 
 
 def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group: Group | None = None,
@@ -447,7 +464,10 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group: Group | None 
         >>> dist.destroy_process_group()
     """
     g = _group(group)
-    return None if g.comm is None else g.comm.all_reduce(tensor, op, async_op)
+    if g.comm is None:
+        return None
+    return _communicate("all_reduce", (tensor,),
+                        lambda ts, a: g.comm.all_reduce(ts[0], op, a), async_op)
 
 
 def broadcast(tensor: Tensor, src: int, group: Group | None = None,
@@ -464,7 +484,9 @@ def broadcast(tensor: Tensor, src: int, group: Group | None = None,
     g = _group(group)
     if g.comm is None:
         return None
-    return g.comm.broadcast(tensor, g.group_rank(src, "src", "broadcast"), async_op)
+    root = g.group_rank(src, "src", "broadcast")
+    return _communicate("broadcast", (tensor,),
+                        lambda ts, a: g.comm.broadcast(ts[0], root, a), async_op)
 
 
 def reduce(tensor: Tensor, dst: int, op: ReduceOp = ReduceOp.SUM, group: Group | None = None,
@@ -481,7 +503,9 @@ def reduce(tensor: Tensor, dst: int, op: ReduceOp = ReduceOp.SUM, group: Group |
     g = _group(group)
     if g.comm is None:
         return None
-    return g.comm.reduce(tensor, g.group_rank(dst, "dst", "reduce"), op, async_op)
+    root = g.group_rank(dst, "dst", "reduce")
+    return _communicate("reduce", (tensor,),
+                        lambda ts, a: g.comm.reduce(ts[0], root, op, a), async_op)
 
 
 def all_gather(tensor_list: list, tensor: Tensor, group: Group | None = None,
@@ -496,7 +520,10 @@ def all_gather(tensor_list: list, tensor: Tensor, group: Group | None = None,
         >>> dist.destroy_process_group()
     """
     g = _group(group)
-    return None if g.comm is None else g.comm.all_gather(tensor_list, tensor, async_op)
+    if g.comm is None:
+        return None
+    return _communicate("all_gather", (tensor_list, tensor),
+                        lambda ts, a: g.comm.all_gather(ts[0], ts[1], a), async_op)
 
 
 def reduce_scatter(output: Tensor, input_list: list, op: ReduceOp = ReduceOp.SUM,
@@ -511,7 +538,10 @@ def reduce_scatter(output: Tensor, input_list: list, op: ReduceOp = ReduceOp.SUM
         >>> dist.destroy_process_group()
     """
     g = _group(group)
-    return None if g.comm is None else g.comm.reduce_scatter(output, input_list, op, async_op)
+    if g.comm is None:
+        return None
+    return _communicate("reduce_scatter", (output, input_list),
+                        lambda ts, a: g.comm.reduce_scatter(ts[0], ts[1], op, a), async_op)
 
 
 def gather(tensor: Tensor, gather_list: list | None = None, dst: int = 0,
@@ -528,7 +558,9 @@ def gather(tensor: Tensor, gather_list: list | None = None, dst: int = 0,
     g = _group(group)
     if g.comm is None:
         return None
-    return g.comm.gather(tensor, gather_list, g.group_rank(dst, "dst", "gather"), async_op)
+    root = g.group_rank(dst, "dst", "gather")
+    return _communicate("gather", (tensor, gather_list),
+                        lambda ts, a: g.comm.gather(ts[0], ts[1], root, a), async_op)
 
 
 def scatter(tensor: Tensor, scatter_list: list | None = None, src: int = 0,
@@ -545,7 +577,9 @@ def scatter(tensor: Tensor, scatter_list: list | None = None, src: int = 0,
     g = _group(group)
     if g.comm is None:
         return None
-    return g.comm.scatter(tensor, scatter_list, g.group_rank(src, "src", "scatter"), async_op)
+    root = g.group_rank(src, "src", "scatter")
+    return _communicate("scatter", (tensor, scatter_list),
+                        lambda ts, a: g.comm.scatter(ts[0], ts[1], root, a), async_op)
 
 
 def isend(tensor: Tensor, dst: int, group: Group | None = None, tag: int = 0) -> Work:
@@ -557,6 +591,8 @@ def isend(tensor: Tensor, dst: int, group: Group | None = None, tag: int = 0) ->
         ...     dist.isend(st.ones(2), dst=1).wait()
     """
     g = _group(group)
+    _on_host("isend", "a send left running inside the step could not be replayed in its "
+                      "place; use dist.send (blocking) or dist.batch_isend_irecv")
     return g.comm.isend(tensor, g.group_rank(dst, "dst", "send"), tag)
 
 
@@ -572,6 +608,8 @@ def irecv(tensor: Tensor, src: int | None = None, group: Group | None = None,
         ...     dist.irecv(t, src=0).wait()
     """
     g = _group(group)
+    _on_host("irecv", "a receive left running inside the step could not be replayed in its "
+                      "place; use dist.recv (blocking, with src) or dist.batch_isend_irecv")
     src = None if src is None else g.group_rank(src, "src", "recv")
     return g.comm.irecv(tensor, src, tag)
 
@@ -584,7 +622,9 @@ def send(tensor: Tensor, dst: int, group: Group | None = None, tag: int = 0) -> 
         >>> if dist.get_rank() == 0:  # doctest: +SKIP
         ...     dist.send(st.ones(2), dst=1)
     """
-    isend(tensor, dst, group, tag).wait()
+    g = _group(group)
+    peer = g.group_rank(dst, "dst", "send")
+    _communicate("send", (tensor,), lambda ts, a: g.comm.isend(ts[0], peer, tag).wait(), False)
 
 
 def recv(tensor: Tensor, src: int | None = None, group: Group | None = None,
@@ -599,9 +639,15 @@ def recv(tensor: Tensor, src: int | None = None, group: Group | None = None,
         0
     """
     g = _group(group)
-    w = irecv(tensor, src, group, tag)
-    w.wait()
-    return g.ranks[w.source]
+    if src is None:
+        _on_host("recv", "with src=None the sender is found on the host, and a replay "
+                         "could not return it; pass src")
+        w = irecv(tensor, src, group, tag)
+        w.wait()
+        return g.ranks[w.source]
+    peer = g.group_rank(src, "src", "recv")
+    _communicate("recv", (tensor,), lambda ts, a: g.comm.irecv(ts[0], peer, tag).wait(), False)
+    return g.ranks[peer]
 
 
 # these build on the collectives above

@@ -9,8 +9,8 @@ import time
 import numpy as np
 
 from ..tensor import Tensor
-from . import _group, irecv, isend
-from ._base import DistributedError, Group, ReduceOp, Work
+from . import _communicate, _group, irecv, isend
+from ._base import DistributedError, Group, ReduceOp, Work, completed
 
 # The tag of monitored_barrier's messages on the process group's communicator (the largest
 # tag every MPI allows); user point-to-point traffic should not use it.
@@ -36,8 +36,9 @@ def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes: list | 
     g = _group(group)
     if g.comm is None:
         return None
-    return g.comm.all_to_all_single(output, input, output_split_sizes, input_split_sizes,
-                                    async_op)
+    return _communicate("all_to_all_single", (output, input),
+                        lambda ts, a: g.comm.all_to_all_single(
+                            ts[0], ts[1], output_split_sizes, input_split_sizes, a), async_op)
 
 
 def all_to_all(output_tensor_list: list, input_tensor_list: list, group: Group | None = None,
@@ -55,7 +56,8 @@ def all_to_all(output_tensor_list: list, input_tensor_list: list, group: Group |
     g = _group(group)
     if g.comm is None:
         return None
-    return g.comm.all_to_all(output_tensor_list, input_tensor_list, async_op)
+    return _communicate("all_to_all", (output_tensor_list, input_tensor_list),
+                        lambda ts, a: g.comm.all_to_all(ts[0], ts[1], a), async_op)
 
 
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor,
@@ -73,7 +75,8 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor,
     g = _group(group)
     if g.comm is None:
         return None
-    return g.comm.all_gather_into_tensor(output_tensor, input_tensor, async_op)
+    return _communicate("all_gather_into_tensor", (output_tensor, input_tensor),
+                        lambda ts, a: g.comm.all_gather_into_tensor(ts[0], ts[1], a), async_op)
 
 
 def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp.SUM,
@@ -91,7 +94,9 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp
     g = _group(group)
     if g.comm is None:
         return None
-    return g.comm.reduce_scatter_tensor(output, input, op, async_op)
+    return _communicate("reduce_scatter_tensor", (output, input),
+                        lambda ts, a: g.comm.reduce_scatter_tensor(ts[0], ts[1], op, a),
+                        async_op)
 
 
 class P2POp:
@@ -158,7 +163,19 @@ def batch_isend_irecv(p2p_op_list: list) -> list:
             raise ValueError(f"{name}: op {i} ({kind}) has peer={p.peer}, this rank; a rank "
                              f"cannot message itself")
         ops.append((kind, p.tensor, peer, p.tag))
-    return g.comm.batch_p2p(ops)
+    kinds = [(kind, peer, tag) for kind, _, peer, tag in ops]
+
+    def start(tensors, async_op):
+        works = g.comm.batch_p2p([(k, t, peer, tag) for (k, peer, tag), t in
+                                  zip(kinds, tensors)])
+        if not async_op:  # recorded: the whole batch completes as one call
+            for w in works:
+                w.wait()
+        return works
+
+    works = _communicate(name, ([t for _, t, _, _ in ops],), lambda ts, a: start(ts[0], a),
+                         True)
+    return works if isinstance(works, list) else [completed(name) for _ in ops]
 
 
 def monitored_barrier(group: Group | None = None, timeout=None,
@@ -190,7 +207,8 @@ def monitored_barrier(group: Group | None = None, timeout=None,
                             f"{timeout!r}") from None
         if not seconds > 0:
             raise ValueError(f"monitored_barrier: timeout must be positive, got {seconds}")
-    _monitored(g.comm, seconds, bool(wait_all_ranks), g.ranks)
+    _communicate("monitored_barrier", (),
+                 lambda ts, a: _monitored(g.comm, seconds, bool(wait_all_ranks), g.ranks), False)
 
 
 def _monitored(comm, timeout: float, wait_all_ranks: bool, ranks) -> None:

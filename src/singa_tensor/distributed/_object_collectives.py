@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _group
+from . import _group, _on_host
 from ._base import DistributedError, Group
 from ._objects import ObjectDecodeError, decode, encode
+
+# why graph mode refuses these: the objects are Python values encoded on the host
+_OBJECTS = ("its objects are Python values, encoded and decoded on the host, which a replay "
+            "cannot see; exchange tensors (dist.broadcast, dist.all_gather) or call it outside "
+            "the step")
 
 
 def _encode(obj, name: str):
@@ -89,6 +94,7 @@ def broadcast_object_list(object_list: list, src: int = 0, group: Group | None =
         >>> dist.destroy_process_group()
     """
     name = "broadcast_object_list"
+    _on_host(name, _OBJECTS)
     g = _group(group)
     _list(name, "object_list", object_list)
     if g.comm is None:
@@ -133,6 +139,7 @@ def all_gather_object(object_list: list, obj, group: Group | None = None) -> Non
         >>> dist.destroy_process_group()
     """
     name = "all_gather_object"
+    _on_host(name, _OBJECTS)
     g = _group(group)
     if g.comm is None:
         return
@@ -170,6 +177,7 @@ def gather_object(obj, object_gather_list: list | None = None, dst: int = 0,
         >>> dist.destroy_process_group()
     """
     name = "gather_object"
+    _on_host(name, _OBJECTS)
     g = _group(group)
     if g.comm is None:
         return
@@ -214,6 +222,7 @@ def scatter_object_list(scatter_object_output_list: list,
         >>> dist.destroy_process_group()
     """
     name = "scatter_object_list"
+    _on_host(name, _OBJECTS)
     g = _group(group)
     _list(name, "scatter_object_output_list", scatter_object_output_list)
     if not scatter_object_output_list:

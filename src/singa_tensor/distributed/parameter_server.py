@@ -346,11 +346,19 @@ class ParameterServer:
         if self._closed:
             raise RuntimeError(f"ParameterServer.{what}: this worker is closed")
 
+    def _not_in_graph(self, what: str) -> None:
+        from . import _on_host
+
+        _on_host(f"ParameterServer.{what}", "the servers answer on the host, and when (the "
+                 "consistency mode's clocks) decides what a worker gets; call it outside the "
+                 "step: compile the forward and backward, then push and pull")
+
     # ---- workers ---------------------------------------------------------------------------
     def push_gradients(self) -> None:
         """Send this group's averaged gradients to the servers (missing ones count as zero),
         then clear the local gradients."""
         self._require_worker("push_gradients")
+        self._not_in_graph("push_gradients")
         grads = []
         for p in self.params:
             g = p.grad
@@ -379,6 +387,7 @@ class ParameterServer:
         """Fetch the servers' parameters into the model (waiting as the mode requires); the
         group leader then shares them with its group."""
         self._require_worker("pull_parameters")
+        self._not_in_graph("pull_parameters")
         hosts = [_host(p) for p in self.params]
         if self.is_leader:
             recvs, replies = [], []
@@ -416,6 +425,7 @@ class ParameterServer:
         `last_bytes_sent` then holds the payload bytes this step sent (gradients and
         requests to the servers, and the group's all-reduce and broadcast)."""
         self._require_worker("step")
+        self._not_in_graph("step")
         before = self.bytes_sent
         loss.backward()
         self.push_gradients()

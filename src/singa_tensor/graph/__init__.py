@@ -21,13 +21,17 @@ What a replay does, and what keeps it honest:
 - An optimizer update whose hyper-parameters changed since recording (a scheduler's lr), or
   that keeps host-side state (Adam's step count), runs eagerly in its place.
 - Outputs are returned as fresh tensors (copies of the recorded ones).
+- Collectives (dist.all_reduce, ..., as DistOpt and DistributedDataParallel call them) are
+  recorded calls that communicate again on every replay, synchronously and in the recorded
+  order on every rank (see graph/_collective.py); communication decided on the host (object
+  collectives, the parameter server, DistOpt's sparse and partial updates) raises GraphError
+  while recording.
 - On a CUDA device, each run of kernel launches between such Python steps is captured once
   into a CUDA graph and launched as one (`cuda_graphs`, see graph/_cudagraph.py); launches
   through cuBLAS and random draws stay plain launches between the graphs.
 
 What a replay cannot see: Python state the step reads that is not a tensor (a counter, a flag,
-a module switched to eval mode) unless passed as an argument, and communication (collectives
-are refused while recording).
+a module switched to eval mode) unless passed as an argument.
 """
 
 from __future__ import annotations

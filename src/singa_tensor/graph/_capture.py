@@ -5,9 +5,10 @@ eagerly when their hyper-parameters changed).
 
 The recorder is the execution context (`singa_tensor._execution`) for the length of one run:
 ops hand it their kernels to wrap, their results to check and their host decisions, and
-optimizers and collectives tell it where they run, and Tensor creation, host reads, random
-draws and the backends' host writers report to it. Eager execution pays one integer test
-(`_execution.running_count`) on those paths.
+optimizers and collectives tell it where they run (a collective becomes one recorded call,
+see _collective.py), and Tensor creation, host reads, random draws and the backends' host
+writers report to it. Eager execution pays one integer test (`_execution.running_count`) on
+those paths.
 """
 
 from __future__ import annotations
@@ -209,6 +210,9 @@ class Recorder(ExecutionContext):
         self._version: dict[int, int] = {}
         self._copies: dict[int, tuple] = {}  # id(host storage) -> (device tensor, copy again)
         self._last_touch: dict[int, int] = {}
+        # > 0 while a collective runs: what it does inside (staging copies, host reads) is
+        # part of the one recorded call that stands for it
+        self._quiet = 0
 
     # ---- storages ---------------------------------------------------------------------------
     def add_storage(self, storage, born: bool) -> int:
@@ -255,6 +259,8 @@ class Recorder(ExecutionContext):
         return w
 
     def record(self, symbol: str, fn, args: tuple, be=None) -> None:
+        if self._quiet:
+            return
         refs, touched = [], set()
         for i, a in enumerate(args):
             if isinstance(a, _CData) and _ffi.typeof(a).kind in ("pointer", "array"):
@@ -298,6 +304,8 @@ class Recorder(ExecutionContext):
     # ---- ops ---------------------------------------------------------------------------------
     # ---- the execution context's hooks -------------------------------------------------------
     def run_op(self, spec, node, args: tuple, attrs: dict):
+        if self._quiet:
+            return spec.forward(node, *args, **attrs)
         mark = self.mark()
         out = spec.forward(node, *args, **attrs)
         self.op_done(spec, mark, out)
@@ -306,10 +314,35 @@ class Recorder(ExecutionContext):
     def kernel(self, fn, symbol: str, backend):
         return self.wrap(fn, symbol, backend)
 
-    def collective(self, what: str) -> None:
-        # a replay would skip the message and silently train each rank on its own
-        raise RuntimeError(f"{what}: collectives cannot be recorded in graph mode "
-                           f"(st.compile); communicate outside the compiled step")
+    def collective(self, what: str, args: tuple, run) -> None:
+        """Run the collective now, to completion, and record it as one call that runs it
+        again on every replay (see graph/_collective.py)."""
+        from ._collective import CollectiveCall, layout
+
+        if self._quiet:  # a collective made by another one's run: part of that call
+            run(args)
+            return
+        tensors: list = []
+        spec = layout(args, tensors)
+        sids = [self.add_storage(t._storage, False) for t in tensors]
+        touched = frozenset(sids)
+        # earlier in-place writes are settled first, so that the writes the collective makes
+        # are put down to it
+        self._note_writes(touched)
+        self._quiet += 1
+        try:
+            run(args)
+        finally:
+            self._quiet -= 1
+        storages = self.recording.storages
+        specs = [(sid, t._shape, t._strides, t._offset, t.dtype, t._device, t._be)
+                 for sid, t in zip(sids, tensors)]
+        self.recording.calls.append(CollectiveCall(
+            what, run, spec, specs, touched, {sid: storages[sid].version for sid in touched}))
+
+    def host_communication(self, what: str, why: str) -> None:
+        raise GraphError(f"graph capture: {what} cannot be recorded in graph mode (st.compile): "
+                         f"{why}")
 
     def mark(self) -> tuple:
         return len(self.recording.calls), len(self.recording.storages)
@@ -339,6 +372,8 @@ class Recorder(ExecutionContext):
 
     # ---- host reads -------------------------------------------------------------------------
     def host_read(self, t: Tensor, value) -> None:
+        if self._quiet:
+            return
         if self._reading:
             self._read_tensors.append(t)
             return
@@ -358,6 +393,8 @@ class Recorder(ExecutionContext):
         return src, again
 
     def decision(self, read, decide):
+        if self._quiet:
+            return read()
         self._reading += 1
         mark = len(self._read_tensors)
         try:
@@ -385,15 +422,22 @@ class Recorder(ExecutionContext):
 
     # ---- memory and host traffic -----------------------------------------------------------
     def tensor_made(self, t: Tensor) -> None:
-        if id(t._storage) not in self._sid:
+        # a collective's own tensors are left out: MPI's reduction of half-precision values
+        # wraps MPI's buffers, the collective's own operands among them, and a storage seen
+        # there would take their addresses over
+        if id(t._storage) not in self._sid and not self._quiet:
             sid = self.add_storage(t._storage, True)
             self.recording.backends[sid] = t._be
             self.recording.devices[sid] = t._device
 
     def host_written(self, storage) -> None:
+        if self._quiet:
+            return
         self.recording.host_init.add(self.add_storage(storage, True))
 
     def transferred(self, out: Tensor, src: Tensor, again) -> None:
+        if self._quiet:
+            return
         # The copy itself is recorded as a call (the backend launches it through kernel()),
         # so a replay copies the new values. A copy to the host is also how a device tensor's
         # values are read: a guard on it copies again, from the tensor it came from.

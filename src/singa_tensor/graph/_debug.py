@@ -31,12 +31,22 @@ class _Snapshots(Recorder):
         return super().add_storage(storage, born)
 
     def record(self, symbol, fn, args, be=None):
+        n = len(self.recording.calls)
         super().record(symbol, fn, args, be)
+        if len(self.recording.calls) == n:  # inside a collective: part of its call
+            return
         c = self.recording.calls[-1]
         rec = self.recording
         self.after.append([(i, _bytes_at(args[i], min(_LIMIT, int(rec.storages[sid].nbytes)
                                                       - off)))
                            for i, sid, off in c.refs])
+
+
+    def collective(self, what, args, run):
+        n = len(self.recording.calls)
+        super().collective(what, args, run)
+        if len(self.recording.calls) > n:
+            self.after.append([])  # its buffers are compared at the calls that read them
 
 
 def _zero(storage) -> None:

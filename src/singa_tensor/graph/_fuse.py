@@ -6,13 +6,14 @@ touches is then never written at all, so it also leaves the memory plan.
 A chain stops where fusing could change a result: at another kind of call, a different element
 count or dtype, an input read with broadcasting from a buffer the chain itself writes (the
 fused kernel writes its outputs only after reading all inputs of an element), guards, random
-draws and optimizer-update boundaries, and at the kernel's limits.
+draws, collectives and optimizer-update boundaries, and at the kernel's limits.
 """
 
 from __future__ import annotations
 
 from ..ops import fused as _fused
 from ._capture import Call
+from ._collective import positions
 
 _MIN_CHAIN = 2
 # the dtypes with a fused kernel (float16/bfloat16 programs round each instruction's result)
@@ -88,6 +89,8 @@ def fuse_calls(rec, calls: list, temps: set) -> list:
     barriers.update(g.pos for g in rec.guards)
     for u in rec.updates:
         barriers.update((u.start, u.end))
+    for k in positions(calls):  # nothing fuses across a collective
+        barriers.update((k, k + 1))
     rng_calls = {t.call for t in rec.rng if t.call is not None}
     # how many calls touch each storage: a chain's intermediate that nothing else touches
     # needs no memory

@@ -12,6 +12,7 @@ import weakref
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._capture import GraphError, Guard, Recording, _ffi, address, fingerprint
+from ._collective import CollectiveCall
 from ._cudagraph import into_segments
 from ._remat import rematerialize, renumber
 
@@ -105,12 +106,14 @@ class Graph:
         # weakly: when one goes, the tensor holding it was replaced (a new parameter,
         # module.to(...)) and the recording must not run on memory nobody uses any more.
         self.externals = []
+        weak = {}  # storage id -> its weak reference, for the collectives' replays
         for sid in [sid for sid in self.keep if not born[sid] and sid not in inputs
                     and sid not in rec.host_init]:
             try:
-                self.externals.append(weakref.ref(self.keep[sid]))
+                weak[sid] = weakref.ref(self.keep[sid])
             except TypeError:  # a storage type without weak references stays held
                 continue
+            self.externals.append(weak[sid])
             del self.keep[sid]
         backends, devices = dict(backends), dict(devices)
         if recompute:
@@ -157,8 +160,26 @@ class Graph:
                 return _ffi.cast("void *", base[sid] + off)
             return original
 
+        aliases: dict = {}
+
+        def storage_of(sid, dtype):
+            """What a collective's replay finds storage sid in: the storage itself, or a
+            storage over the temporary's place in the arena."""
+            if sid in temps:
+                key = (sid, dtype)
+                if key not in aliases:
+                    aliases[key] = backends[sid].alias(base[sid], nbytes[sid], dtype)
+                # the graph holds the arena, so the alias's memory lives as long as it does
+                return lambda s=aliases[key]: s
+            if sid in weak:
+                return weak[sid]
+            return lambda s=self.keep[sid]: s
+
         self.calls = []
         for c in calls:
+            if isinstance(c, CollectiveCall):
+                self.calls.append((c.replayer(storage_of), [], c.symbol))
+                continue
             build = getattr(c, "build", None)
             if build is not None:  # a fused chain: its pointers sit in arrays it builds
                 fn, args = build(resolve)
@@ -183,7 +204,8 @@ class Graph:
                       host_init: set, writers: dict) -> None:
         """Guards whose values come from the inputs alone are checked before anything runs,
         by running the calls they depend on first; a failing one then leaves no trace and
-        the step is recorded again. The others are checked in place."""
+        the step is recorded again. The others, and those that depend on a collective, are
+        checked in place."""
         self.early: list[tuple] = []
         self.early_guards: list[Guard] = []
         self.late: dict[int, list[Guard]] = {}
@@ -194,8 +216,13 @@ class Graph:
         readonly = set(inputs) | set(host_init)
         for g in guards:
             need, wanted, seen = set(g.storages) - readonly, [], set(g.storages)
+            communicated = False
             for j in range(g.pos - 1, -1, -1):
                 if calls[j].touched & need:
+                    if isinstance(calls[j], CollectiveCall):
+                        # a collective runs once per replay, in its place, on every rank
+                        communicated = True
+                        break
                     wanted.append(j)
                     need |= calls[j].touched - readonly
                     seen |= calls[j].touched
@@ -209,7 +236,7 @@ class Graph:
             if outside and not any(j < g.pos for s in outside if not born[s]
                                    for j in writers.get(s, ())):
                 outside = {s for s in outside if born[s]}
-            if not outside:
+            if not outside and not communicated:
                 self.early_guards.append(g)
                 self.early.extend(j for j in wanted)
             else:

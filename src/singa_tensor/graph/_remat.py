@@ -6,12 +6,14 @@ both wherever it likes.
 
 Only kernels listed in RECOMPUTE take part, and a copy is made only when its inputs provably
 hold the same values at the later use (their version counters did not move) and are alive
-there anyway, or are less than half the size of the buffer they stand in for.
+there anyway, or are less than half the size of the buffer they stand in for. A copy never
+spans a collective.
 """
 
 from __future__ import annotations
 
 from ._capture import Call
+from ._collective import positions
 
 # kernel name prefix -> (argument index of the output, argument indices of the inputs)
 RECOMPUTE = {"st_im2col_": (1, (0,))}
@@ -34,6 +36,8 @@ def rematerialize(calls: list, temps: set, info: dict) -> tuple[list, list]:
     for k, c in enumerate(calls):
         for sid in c.touched:
             uses.setdefault(sid, []).append(k)
+    # a copy never spans a collective, nor stands in for a buffer one touches
+    talks = set(positions(calls))
     inserts: dict[int, list] = {}  # position -> calls to run just before it
     rename: dict[int, list] = {}  # call position -> [(old sid, new sid)]
     next_id = max(info["nbytes"], default=0) + 1
@@ -47,11 +51,14 @@ def rematerialize(calls: list, temps: set, info: dict) -> tuple[list, list]:
         if len(out) != 1 or out[0][0] not in temps or out[0][1] != 0 or not ins:
             continue
         t = out[0][0]
+        if any(k in talks for k in uses[t]):
+            continue
         later = [k for k in uses[t] if k > p]
         prev = p
         current = t
         for u in later:
-            if u - prev > _GAP and _still_valid(calls, p, u, ins, t, uses, info["nbytes"]):
+            if u - prev > _GAP and not any(p < k < u for k in talks) and \
+                    _still_valid(calls, p, u, ins, t, uses, info["nbytes"]):
                 new = next_id
                 next_id += 1
                 for key in ("nbytes", "backends", "devices"):

@@ -23,6 +23,10 @@ backend's algorithm:
 - `backward_and_partial_update`: every rank updates with its local gradient; then one
   round-robin slice of the parameters (about `threshold` bytes) is averaged across ranks per
   step, which bounds how far the replicas drift apart at a fraction of the traffic.
+
+In graph mode (`st.compile`) the two dense modes record their all-reduces, which run again on
+every replay (synchronously, in bucket order); the sparse and partial modes decide on the
+host what travels and raise GraphError while recording.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import creation
+from .. import _execution, creation
 from ..autograd import no_grad
 from ..dtype import float16, float32, int32, int64
 from ..ops.shape import cat
@@ -50,6 +54,15 @@ def _dist():
     if not dist.is_initialized():
         dist.init_process_group()
     return dist
+
+
+def _on_host(what: str, why: str) -> None:
+    """Tell a running capture (graph mode) that this update decides on the host."""
+    ex = _execution.current() if _execution.running_count else None
+    if ex is not None:
+        ex.host_communication(what, f"{why}; in a compiled step use backward_and_update or "
+                                    f"backward_and_update_half, or run this update without "
+                                    f"compile")
 
 
 def _group_root(group) -> int:
@@ -388,6 +401,9 @@ class DistOpt:
         if not topK and spars < 0:
             raise ValueError(f"{op}: with topK=False spars is an absolute threshold and must be "
                              f">= 0, got {spars}")
+        _on_host(f"DistOpt.{op}", "which entries travel, how many, and the residuals kept "
+                                  "for later steps are decided on the host every step, and a "
+                                  "replay would repeat the recorded choice")
         buckets = self._plan(self._threshold(op, threshold), None)
         groups = self._sgd_momentum() if corr else None
         launch = self._sparse_launch(buckets, float(spars), bool(topK), bool(corr), groups)
@@ -531,6 +547,9 @@ class DistOpt:
         """
         op = "backward_and_partial_update"
         self._check_loss(op, loss)
+        _on_host(f"DistOpt.{op}", "which slice of the parameters is averaged moves on by "
+                                  "one on the host every step, and a replay would average the "
+                                  "recorded slice every time")
         slices = self._plan(self._threshold(op, threshold), None)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
