@@ -20,7 +20,8 @@ One global batch per step for every row (ranks x --batch samples), SGD with mome
 
 A strategy is one function registered with @strategy(name, model): it builds its model and
 returns a Row (the step, and the process groups whose bytes count besides the world's). Rows
-print the median step time in ms over --steps steps (after --warmup) and the bytes this rank
+print the median step time in ms over --steps steps (after --warmup), the bytes of parameters
+and optimizer state (momentum) rank 0 holds between steps, and the bytes this rank
 sent per step (the `bytes_sent` of every communicator it uses; an all-reduce of n bytes over
 p ranks counts 2 (p - 1) / p * n).
 
@@ -58,6 +59,16 @@ _EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hybrid_parallel.p
 class Row:
     step: Callable[[], None]
     groups: list = field(default_factory=list)  # besides the world
+    params: list = field(default_factory=list)  # the parameters this rank holds
+    opt: object = None                          # its optimizer (state bytes held)
+
+    def held(self) -> int:
+        """Bytes of parameters and optimizer state this rank keeps between steps."""
+        from singa_tensor.distributed.optim import ZeroRedundancyOptimizer, state_bytes
+
+        opt = self.opt.optim if isinstance(self.opt, ZeroRedundancyOptimizer) else self.opt
+        return sum(p.numel() * p.dtype.itemsize for p in self.params) + \
+            (state_bytes(opt) if opt is not None else 0)
 
 
 @dataclass
@@ -118,7 +129,9 @@ def ddp_mlp(ctx: Context) -> Row:
     from singa_tensor.nn.parallel import DistributedDataParallel
 
     model = DistributedDataParallel(_mlp())
-    return Row(_step(model, _sgd(model.parameters()), *ctx.data((784,), ctx.batch)))
+    opt = _sgd(model.parameters())
+    return Row(_step(model, opt, *ctx.data((784,), ctx.batch)),
+               params=list(model.parameters()), opt=opt)
 
 
 @strategy("ZeRO", MLP)
@@ -128,7 +141,8 @@ def zero_mlp(ctx: Context) -> Row:
 
     model = DistributedDataParallel(_mlp())
     opt = ZeroRedundancyOptimizer(model.parameters(), optim.SGD, lr=0.01, momentum=0.9)
-    return Row(_step(model, opt, *ctx.data((784,), ctx.batch)))
+    return Row(_step(model, opt, *ctx.data((784,), ctx.batch)),
+               params=list(model.parameters()), opt=opt)
 
 
 def _fsdp(ctx: Context, strategy_name: str) -> Row:
@@ -137,7 +151,9 @@ def _fsdp(ctx: Context, strategy_name: str) -> Row:
 
     model = FullyShardedDataParallel(_mlp(), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}),
                                      sharding_strategy=getattr(ShardingStrategy, strategy_name))
-    return Row(_step(model, _sgd(model.parameters()), *ctx.data((784,), ctx.batch)))
+    opt = _sgd(model.parameters())
+    return Row(_step(model, opt, *ctx.data((784,), ctx.batch)),
+               params=list(model.parameters()), opt=opt)
 
 
 @strategy("FSDP full shard", MLP)
@@ -173,7 +189,7 @@ def _pipeline(ctx: Context, schedule_name: str) -> Row:
             schedule.step()
         if opt is not None:
             opt.step()
-    return Row(step)
+    return Row(step, params=params, opt=opt)
 
 
 @strategy("pipeline GPipe", MLP)
@@ -198,7 +214,8 @@ def tensor_parallel_mlp(ctx: Context) -> Row:
     # the group's batch: every rank takes the whole global batch (the same rows everywhere)
     x, y = Context(ctx.world, 0, ctx.batch, ctx.tp, np.random.default_rng(99)).data(
         (784,), ctx.world * ctx.batch)
-    return Row(_step(model, _sgd(model.parameters()), x, y))
+    opt = _sgd(model.parameters())
+    return Row(_step(model, opt, x, y), params=list(model.parameters()), opt=opt)
 
 
 @strategy("DDP", CNN)
@@ -207,7 +224,9 @@ def ddp_cnn(ctx: Context) -> Row:
 
     ex = _hybrid_example()
     model = DistributedDataParallel(nn.Sequential(*ex.make_model()))
-    return Row(_step(model, _sgd(model.parameters()), *ctx.data((1, 8, 8), ctx.batch)))
+    opt = _sgd(model.parameters())
+    return Row(_step(model, opt, *ctx.data((1, 8, 8), ctx.batch)),
+               params=list(model.parameters()), opt=opt)
 
 
 @strategy("hybrid", CNN)
@@ -219,7 +238,8 @@ def hybrid_cnn(ctx: Context) -> Row:
     # the group's labels: the same on every rank of the group
     _, y = Context(ctx.world, 0, ctx.batch, ctx.tp,
                    np.random.default_rng(100 + tp_group.ranks[0])).data((1,), ctx.tp * ctx.batch)
-    return Row(_step(model, _sgd(model.parameters()), x, y), [tp_group, dp_group])
+    opt = _sgd(model.parameters())
+    return Row(_step(model, opt, x, y), [tp_group, dp_group], list(model.parameters()), opt)
 
 
 def _sent(groups: list) -> int:
@@ -244,7 +264,7 @@ def _measure(args) -> dict:
             row.step()
             times.append(time.perf_counter() - t0)
             sent.append(_sent(row.groups) - before)
-        rows[f"{name} | {model}"] = (statistics.median(times) * 1e3, max(sent))
+        rows[f"{name} | {model}"] = (statistics.median(times) * 1e3, max(sent), row.held())
     return {"world": world, "tp": ctx.tp, "batch": args.batch, "rows": rows,
             "cores": os.cpu_count()}
 
@@ -256,14 +276,17 @@ def _print(result: dict) -> None:
     print(f"\n{w} ranks, one thread each, global batch {w * result['batch']} per step "
           f"({result['batch']} per rank; tensor parallel: all of it on every rank), hybrid "
           f"groups of {result['tp']}{note}")
-    print(f"{'strategy':<18}{'model':<28}{'ms/step':>10}{'bytes/step':>14}  (rank 0 sent)")
-    base = {}
-    for key, (ms, nbytes) in result["rows"].items():
+    print(f"{'strategy':<18}{'model':<28}{'ms/step':>10}{'bytes/step':>14}{'':7}"
+          f"{'held/rank':>12}  (rank 0: bytes sent; parameters + optimizer state held)")
+    base, base_held = {}, {}
+    for key, (ms, nbytes, held) in result["rows"].items():
         name, model = key.split(" | ")
         base.setdefault(model, nbytes)
-        ratio = f"{nbytes / base[model]:>6.2f}x" if base[model] else ""
-        print(f"{name:<18}{model:<28}{ms:>10.2f}{nbytes:>14,}{ratio}")
-    print("(the ratio is against the first row of the same model)")
+        base_held.setdefault(model, held)
+        ratio = f"{nbytes / base[model]:>6.2f}x" if base[model] else " " * 7
+        print(f"{name:<18}{model:<28}{ms:>10.2f}{nbytes:>14,}{ratio}{held:>12,}"
+              f"{held / base_held[model]:>6.2f}x")
+    print("(the ratios are against the first row of the same model)")
 
 
 def main() -> int:
