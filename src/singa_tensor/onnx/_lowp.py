@@ -149,12 +149,13 @@ def cast_array(a: np.ndarray, code: int, saturate: bool = True,
 
 def host_values(v, code: int = 0) -> np.ndarray:
     """A value as a numpy array: a tensor in its declared ONNX type (narrow integers are held
-    in int64), a LowPrecisionArray as its array."""
+    in int64), a LowPrecisionArray as its array. Tensors are detached: a low-precision result
+    carries no gradient."""
     if isinstance(v, LowPrecisionArray):
         return v.array
     from ._graph import _to_numpy
 
-    return _to_numpy(v, code)
+    return _to_numpy(v.detach(), code)
 
 
 def to_tensor(v: LowPrecisionArray, device) -> Tensor:
