@@ -11,10 +11,6 @@ neither listed nor left to pass: it is in ROUNDING_DEPENDENT instead, left out o
 
 EXPECTED_FAILURES: dict[str, str] = {
     # ---- element types we do not hold ---------------------------------------------------------
-    r"^test_cast(like)?_.*(FLOAT8|FLOAT4E2M1|INT4|INT2|UINT4|UINT2|e8m0)":
-        "float8, float4, int4 and int2 element types are not supported (no storage for them)",
-    r"^test_(de)?quantizelinear_(e4m3fn|e5m2|float4e2m1|int4|uint4|int2|uint2)":
-        "float8, float4, int4 and int2 element types are not supported",
     r"^test_(equal_string|regex_full_match_|string_concat|string_split_|strnorm)":
         "string tensors are not supported",
     r"^test_ai_onnx_ml_label_encoder_":

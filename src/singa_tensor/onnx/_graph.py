@@ -15,7 +15,9 @@ from .. import _execution, autograd, creation
 from .. import dtype as _dt
 from ..nn.module import Module, Parameter
 from ..tensor import Tensor
+from . import _lowp
 from ._handlers import HANDLERS, OnnxImportError
+from ._lowp import LowPrecisionArray
 
 # ONNX TensorProto element types -> numpy; ours computes small integer types in int64 and casts
 # back at the graph's outputs, so a uint8 model still returns uint8
@@ -46,9 +48,12 @@ def np_dtype(code: int):
     return _NP.get(code)
 
 
-def array_to_tensor(a, device, where: str = "onnx import") -> Tensor:
-    """A numpy array (any ONNX-representable dtype) as a tensor on device."""
+def array_to_tensor(a, device, where: str = "onnx import") -> Tensor | LowPrecisionArray:
+    """A numpy array (any ONNX-representable dtype) as a tensor on device; float8, float4,
+    int4 and int2 arrays (ml_dtypes) stay on the host as a LowPrecisionArray (onnx/_lowp.py)."""
     a = np.asarray(a)
+    if _lowp.code_of(a.dtype) is not None:
+        return _lowp.wrap(a, where)
     if a.dtype.name == "bfloat16":  # ml_dtypes' bfloat16, as onnx hands it out
         from ..ops.layout import cast
 
@@ -192,6 +197,11 @@ class Graph:
         nodes = [Node(n, opsets, self) for n in proto.node]
         self.nodes = _needed(nodes, self.output_names) if outputs else nodes
         self.steps = prepare_steps(self.nodes)
+        # whether float8, int4, ... values can occur: then every handler is guarded
+        self.host_values = top.host_values if top is not None else \
+            _lowp.mentions_low_precision(proto)
+        if self.host_values:
+            self.steps = _lowp.guard_steps(self.steps)
 
     def subgraph(self, proto) -> Graph:
         key = id(proto)
@@ -357,6 +367,9 @@ class OnnxModule(Module):
             except Exception as e:  # a truncated or inconsistent tensor proto
                 raise OnnxImportError(f"initializer {t.name!r}: cannot be read ({e})") from None
             value = array_to_tensor(arr, None, f"initializer {t.name!r}")
+            if isinstance(value, LowPrecisionArray):  # host data: not a parameter or buffer
+                constants[t.name] = value
+                continue
             attr = _param_name(t.name, taken)
             if value.dtype.is_floating_point and t.name not in stats:
                 value = Parameter(value)
@@ -449,8 +462,9 @@ class OnnxModule(Module):
         self._refresh_constants()
         device = None
         for v in self._graph.constants.values():
-            device = v.device
-            break
+            if isinstance(v, Tensor):
+                device = v.device
+                break
         vals = []
         for name, x in zip(self._graph.input_names, inputs):
             if isinstance(x, list):  # an ONNX sequence
@@ -466,6 +480,9 @@ class OnnxModule(Module):
         for name, x in zip(self._graph.input_names, vals):
             if isinstance(x, Tensor):
                 _check_input_kind(name, types.get(name, 0), x)
+            elif isinstance(x, LowPrecisionArray) and not self._graph.host_values:
+                raise OnnxImportError(f"onnx model: input {name!r} is {x.type_name}, a type "
+                                      "the model declares nowhere")
         if self.fast and _execution.current() is None and not self._wants_grad(vals):
             fp = self.__dict__.get("_fast_path")
             if fp is None:
@@ -478,6 +495,7 @@ class OnnxModule(Module):
             outs = fp.run(vals, device)
         else:
             outs = self._graph.run(vals, device=device if device is not None else None)
+        outs = [o.array if isinstance(o, LowPrecisionArray) else o for o in outs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def run_numpy(self, inputs) -> list:

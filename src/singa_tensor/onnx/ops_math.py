@@ -16,6 +16,7 @@ import numpy as np
 import singa_tensor as st
 
 from ..tensor import Tensor
+from . import _lowp
 from ._graph import OnnxImportError, ints, st_dtype
 from ._handlers import handler
 
@@ -105,13 +106,24 @@ def cast(node, inputs, attrs):
     _need(node, inputs, 1)
     if "to" not in attrs:
         raise node.fail("attribute 'to' is required")
-    return _like(inputs[0], _dtype(node, attrs["to"]))
+    to, x = attrs["to"], inputs[0]
+    if to in _lowp.LOW_PRECISION or isinstance(x, _lowp.LowPrecisionArray):
+        return _lowp.cast(node, x, to, attrs, node.input_type(0))
+    _lowp.cast_options(node, attrs)
+    return _like(x, _dtype(node, to))
 
 
 @handler("CastLike")
 def cast_like(node, inputs, attrs):
     _need(node, inputs, 2)
-    return _like(inputs[0], inputs[1].dtype)
+    x, like = inputs
+    if isinstance(like, _lowp.LowPrecisionArray):
+        return _lowp.cast(node, x, like.code, attrs, node.input_type(0))
+    if isinstance(x, _lowp.LowPrecisionArray):
+        to = node.input_type(1) or _lowp.tensor_code(like)
+        return _lowp.cast(node, x, to, attrs)
+    _lowp.cast_options(node, attrs)
+    return _like(x, like.dtype)
 
 
 # ---- arithmetic ----------------------------------------------------------------------------------

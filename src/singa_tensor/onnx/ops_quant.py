@@ -3,9 +3,13 @@ DynamicQuantizeLinear, QLinearMatMul and QLinearConv.
 
 Narrow integer types (uint8, int8, uint16, int16) are held in int64, so the tensor cannot tell
 which one a quantized value is: the saturation range comes from the element type the model
-declares (`node.input_type`), and the module casts the graph's outputs back to it. Quantized
-integers carry no gradient; the float side does (DequantizeLinear is differentiable in its
-scale, QuantizeLinear's result is a step function of x and gets none).
+declares (`node.input_type`), and the module casts the graph's outputs back to it. Float8,
+float6, float4, int4 and int2 results are host arrays (onnx/_lowp.py): QuantizeLinear computes
+x / scale with tensors and rounds it to the type on the host (float8 with the `saturate`
+attribute), DequantizeLinear turns them back into tensors. Quantized values carry no gradient;
+the float side does (DequantizeLinear is differentiable in its scale, QuantizeLinear's result
+is a step function of x and gets none). QLinearMatMul and QLinearConv take the 8-bit and
+16-bit types only.
 """
 
 from __future__ import annotations
@@ -15,16 +19,21 @@ import numpy as np
 from .. import dtype as _dt
 from ..ops.elementwise import where
 from ..ops.reduce import amax, amin
+from . import _lowp
 from ._graph import st_dtype
 from ._handlers import handler
+from ._lowp import LowPrecisionArray
 
-# ONNX element type codes of the integer types we quantize to, with their ranges
+# ONNX element type codes of the integer types we quantize to, with their ranges; the 4-bit
+# and 2-bit ones are computed like the others and handed out as host arrays (onnx/_lowp.py)
 _UINT8, _INT8, _UINT16, _INT16 = 2, 3, 4, 5
-_RANGES = {_UINT8: (0, 255), _INT8: (-128, 127), _UINT16: (0, 65535), _INT16: (-32768, 32767)}
-# float8 (17-20, 24), 4-bit (21, 22, 23), 2-bit (25, 26): no storage for them
-_NARROW_NAMES = {17: "FLOAT8E4M3FN", 18: "FLOAT8E4M3FNUZ", 19: "FLOAT8E5M2",
-                 20: "FLOAT8E5M2FNUZ", 21: "UINT4", 22: "INT4", 23: "FLOAT4E2M1",
-                 24: "FLOAT8E8M0", 25: "UINT2", 26: "INT2"}
+_RANGES = {_UINT8: (0, 255), _INT8: (-128, 127), _UINT16: (0, 65535), _INT16: (-32768, 32767),
+           21: (0, 15), 22: (-8, 7), 25: (0, 3), 26: (-2, 1)}
+# low-precision float types QuantizeLinear rounds to (float8 but E8M0, float6, float4)
+_FLOATS = frozenset((17, 18, 19, 20, 23, 27, 28))
+_FLOAT8 = _lowp.FLOAT8
+# types whose zero point DequantizeLinear does not subtract (a float8 one must be zero)
+_NO_ZERO_POINT = _FLOAT8 | {23}
 
 
 def _type_name(code: int) -> str:
@@ -35,15 +44,28 @@ def _type_name(code: int) -> str:
     return str(code)
 
 
-def _check_quant_type(node, code: int, what: str) -> int:
-    """code if it is an integer type we quantize to; a clear failure otherwise."""
-    if code in _RANGES:
+def _check_quant_type(node, code: int, what: str, low_precision: bool = True) -> int:
+    """code if it is a type we quantize to (with low_precision=False, one of the 8-bit and
+    16-bit integer types); a clear failure otherwise."""
+    if code in _RANGES and (low_precision or code not in _lowp.LOW_PRECISION) or \
+            low_precision and code in _FLOATS:
         return code
-    if code in _NARROW_NAMES:
-        raise node.fail(f"{what} element type {_NARROW_NAMES[code]} is not supported "
-                        "(no float8, float4, int4 or int2 storage)")
-    raise node.fail(f"{what} element type {_type_name(code)} is not a quantized integer type "
-                    "(uint8, int8, uint16, int16)")
+    kinds = "uint8, int8, uint16, int16"
+    if low_precision:
+        kinds += ", uint4, int4, uint2, int2, float8 (but E8M0), float6, float4"
+    raise node.fail(f"{what} element type {_type_name(code)} is not a quantized type ({kinds})")
+
+
+def _value_type(node, v, i: int) -> int:
+    """The ONNX element type of input i: a host array's own, else the declared one."""
+    if isinstance(v, LowPrecisionArray):
+        return v.code
+    return node.input_type(i) if v is not None else 0
+
+
+def _as_tensor(node, v):
+    """A host array input as a tensor (float32 or int64, exact); tensors as they are."""
+    return _lowp.to_tensor(v, node.device) if isinstance(v, LowPrecisionArray) else v
 
 
 def _out_type(node, zp_index: int, default: int) -> int:
@@ -100,20 +122,37 @@ def quantize_linear(node, inputs, attrs):
         raise node.fail("expects inputs x and y_scale")
     x, scale = inputs[0], inputs[1]
     zp = inputs[2] if len(inputs) > 2 else None
+    for name, v in (("x", x), ("y_scale", scale)):
+        if isinstance(v, LowPrecisionArray):
+            raise node.fail(f"{name} has element type {v.type_name}; it must be a float or "
+                            "int32 tensor")
     wanted = attrs.get("output_dtype", 0)
-    zt = node.input_type(2) if zp is not None else 0
+    zt = _value_type(node, zp, 2)
     if wanted and zt and wanted != zt:
         raise node.fail(f"output_dtype {_type_name(wanted)} does not match y_zero_point type "
                         f"{_type_name(zt)}")
     code = _check_quant_type(node, zt or wanted or _out_type(node, 2, _UINT8), "output")
+    saturate = attrs.get("saturate", 1)
+    if saturate not in (0, 1):
+        raise node.fail(f"attribute saturate must be 0 or 1, got {saturate}")
+    zp = _as_tensor(node, zp)
     axis, block = attrs.get("axis", 1), attrs.get("block_size", 0)
     s = _per_axis(node, scale, x, axis, block, "y_scale")
     precision = attrs.get("precision")
     work = st_dtype(precision, node.name) if precision else _compute_dtype(x, s)
-    q = (x.to(work) / s.to(work)).round().to(_dt.float64)  # round half to even, as ONNX says
+    q = x.to(work) / s.to(work)
+    if code in _FLOATS:
+        # rounded to the type on the host, from the quotient in its own precision; the zero
+        # point of a float8 type is zero by definition and is not added
+        if zp is not None and code not in _FLOAT8:
+            q = q + _per_axis(node, zp, x, axis, block, "y_zero_point").to(work)
+        return LowPrecisionArray(
+            _lowp.cast_array(_lowp.host_values(q), code, bool(saturate)), code)
+    q = q.round().to(_dt.float64)  # round half to even, as ONNX says
     if zp is not None:
         q = q + _per_axis(node, zp, x, axis, block, "y_zero_point").to(_dt.float64)
-    return _saturate(q, code)
+    y = _saturate(q, code)
+    return _lowp.from_tensor(y, code) if code in _lowp.LOW_PRECISION else y
 
 
 @handler("DequantizeLinear")
@@ -122,15 +161,23 @@ def dequantize_linear(node, inputs, attrs):
         raise node.fail("expects inputs x and x_scale")
     x, scale = inputs[0], inputs[1]
     zp = inputs[2] if len(inputs) > 2 else None
-    xt = node.input_type(0)
+    if isinstance(scale, LowPrecisionArray):
+        raise node.fail(f"x_scale has element type {scale.type_name}; it must be a float "
+                        "tensor")
+    xt = _value_type(node, x, 0)
     if xt:
-        if xt in _NARROW_NAMES:
-            _check_quant_type(node, xt, "input")
-        zt = node.input_type(2) if zp is not None else 0
-        if zt and zt != xt:
+        zt = _value_type(node, zp, 2)
+        if zt and zt != xt and xt not in _NO_ZERO_POINT:
             raise node.fail(f"x type {_type_name(xt)} and x_zero_point type {_type_name(zt)} "
                             "differ")
-    if x.dtype.is_floating_point:
+    if isinstance(x, LowPrecisionArray):
+        if x.code in _NO_ZERO_POINT:
+            if zp is not None and x.code in _FLOAT8 and \
+                    np.any(_lowp.host_values(zp).astype(np.float32) != 0):
+                raise node.fail(f"x_zero_point must be zero for {x.type_name}")
+            zp = None
+        x, zp = _as_tensor(node, x), _as_tensor(node, zp)
+    elif x.dtype.is_floating_point:
         raise node.fail(f"x must be an integer tensor, got {x.dtype}")
     axis, block = attrs.get("axis", 1), attrs.get("block_size", 0)
     s = _per_axis(node, scale, x, axis, block, "x_scale")
@@ -208,7 +255,7 @@ def qlinear_matmul(node, inputs, attrs):
     if a.ndim < 1 or b.ndim < 1 or a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
         raise node.fail(f"a {a.shape} and b {b.shape} cannot be multiplied")
     code = _out_type(node, 7, node.input_type(0) or _UINT8)
-    code = _check_quant_type(node, code, "output")
+    code = _check_quant_type(node, code, "output", low_precision=False)
     acc = _quantized_operand(a, a_zp, True).matmul(
         _quantized_operand(b, b_zp, False))
     if y_s.numel() != 1:
@@ -238,7 +285,7 @@ def qlinear_conv(node, inputs, attrs):
             raise node.fail(f"{name} of shape {v.shape} must be a scalar or 1-D of length {m} "
                             "(one per output channel)")
     code = _out_type(node, 7, node.input_type(0) or _UINT8)
-    code = _check_quant_type(node, code, "output")
+    code = _check_quant_type(node, code, "output", low_precision=False)
     xf = _quantized_operand(x, x_zp, False)
     wf = w.to(_dt.float64)
     if w_zp is not None:
