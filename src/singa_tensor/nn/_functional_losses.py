@@ -503,8 +503,11 @@ def kl_div(input: Tensor, target: Tensor, reduction: str = "mean",
         tlogt = st.where(zero, 0.0, target * st.where(zero, 1.0, target).log())
         loss = tlogt - target * input
     if reduction == "batchmean":
-        total = loss.sum()
-        return total / float(input.shape[0]) if input.ndim else total
+        if not input.ndim or not loss.numel():
+            total = loss.sum()
+            return total / float(input.shape[0]) if input.ndim else total
+        # the mean of the per-sample sums: an exported graph reads the batch size it runs at
+        return loss.reshape(input.shape[0], -1).sum(1).mean()
     return _reduce(loss, reduction)
 
 

@@ -103,7 +103,7 @@ def _checked_model(model, base_dir=None):
     return proto
 
 
-def load(model, outputs=None, device=None, base_dir=None):
+def load(model, outputs=None, device=None, base_dir=None, trainable=None):
     """Import an ONNX model (path, file object, bytes or ModelProto) as a trainable nn.Module.
 
     Tensors kept in external data files are read from the model's folder (the folder of the
@@ -112,9 +112,13 @@ def load(model, outputs=None, device=None, base_dir=None):
     is checked at load: known opsets, each op present at its opset, attribute types, every
     value assigned once and produced before it is read.
 
-    Float initializers become Parameters (batch-norm running statistics become buffers), so
-    the module fine-tunes like any other; `outputs` cuts the graph at the named values (for
-    transfer learning, e.g. a feature layer), and `device` moves it there.
+    Initializers used as weights become Parameters, so the module fine-tunes like any other;
+    the others (attention scales, mask templates, shapes, batch-norm running statistics)
+    become buffers that an optimizer leaves alone. The rule reads how each initializer is used
+    (docs/onnx.md, "Which initializers train"); `trainable` overrides it: True (every float
+    initializer), False (none), a collection of initializer names, or a function
+    `fn(name, array) -> bool`. `outputs` cuts the graph at the named values (for transfer
+    learning, e.g. a feature layer), and `device` moves it there.
 
     Called where no gradient is wanted (under `st.no_grad()`, or with nothing requiring grad),
     the module runs an inference path: batch norms folded into their convs, constant
@@ -136,13 +140,16 @@ def load(model, outputs=None, device=None, base_dir=None):
         >>> m = st.onnx.load(helper.make_model(g), outputs=["h"])
         >>> m(st.tensor([[1.0, -3.0]])).tolist()
         [[-1.0, -1.0]]
+        >>> [n for n, _ in st.onnx.load(helper.make_model(g), trainable=[]).named_parameters()]
+        []
     """
     _onnx("st.onnx.load")
     _ensure_handlers()
     from ._graph import OnnxModule
 
     mod = OnnxModule(_checked_model(model, base_dir),
-                     outputs=list(outputs) if outputs is not None else None)
+                     outputs=list(outputs) if outputs is not None else None,
+                     trainable=trainable)
     if device is not None:
         mod.to(device)
     return mod

@@ -1,4 +1,4 @@
-"""An ONNX graph as a trainable Module: initializers become parameters, nodes run as our ops.
+"""An ONNX graph as a trainable Module: weights become parameters, nodes run as our ops.
 
 Each node is executed by the handler registered for its op type (`_handlers.HANDLERS`), which
 computes the ONNX semantics with Tensor ops, so gradients flow through an imported model and it
@@ -15,7 +15,7 @@ from .. import _execution, autograd, creation
 from .. import dtype as _dt
 from ..nn.module import Module, Parameter
 from ..tensor import Tensor
-from . import _lowp
+from . import _lowp, _params
 from ._handlers import HANDLERS, OnnxImportError
 from ._lowp import LowPrecisionArray
 
@@ -309,16 +309,6 @@ def _free_names(g) -> set:
     return names
 
 
-def _running_stats(graph) -> set:
-    """Initializers that only ever feed BatchNormalization's running mean and variance: they
-    are statistics, not weights, so they become buffers that an optimizer leaves alone."""
-    stats, other = set(), set()
-    for n in graph.node:
-        for i, name in enumerate(n.input):
-            (stats if n.op_type == "BatchNormalization" and i in (3, 4) else other).add(name)
-    return stats - other
-
-
 def _param_name(name: str, taken: set) -> str:
     base = re.sub(r"\W", "_", name) or "param"
     if base[0].isdigit():
@@ -332,7 +322,8 @@ def _param_name(name: str, taken: set) -> str:
 
 
 class OnnxModule(Module):
-    """An imported ONNX model: call it like any Module; its float initializers are Parameters.
+    """An imported ONNX model: call it like any Module; its initializers used as weights are
+    Parameters, the other initializers buffers (onnx/_params.py; `trainable` overrides).
 
     Example:
         >>> import numpy as np, onnx
@@ -349,7 +340,7 @@ class OnnxModule(Module):
         ['w']
     """
 
-    def __init__(self, model, outputs=None):
+    def __init__(self, model, outputs=None, trainable=None):
         super().__init__()
         from onnx import numpy_helper
 
@@ -360,18 +351,20 @@ class OnnxModule(Module):
         taken: set = set()
         constants = {}
         names = {}
-        stats = _running_stats(graph)
+        arrays = {}
         for t in graph.initializer:
             try:
-                arr = numpy_helper.to_array(t)
+                arrays[t.name] = numpy_helper.to_array(t)
             except Exception as e:  # a truncated or inconsistent tensor proto
                 raise OnnxImportError(f"initializer {t.name!r}: cannot be read ({e})") from None
-            value = array_to_tensor(arr, None, f"initializer {t.name!r}")
+        learned = _params.choose(graph, arrays, trainable)  # weights by use, or the override
+        for t in graph.initializer:
+            value = array_to_tensor(arrays[t.name], None, f"initializer {t.name!r}")
             if isinstance(value, LowPrecisionArray):  # host data: not a parameter or buffer
                 constants[t.name] = value
                 continue
             attr = _param_name(t.name, taken)
-            if value.dtype.is_floating_point and t.name not in stats:
+            if value.dtype.is_floating_point and t.name in learned:
                 value = Parameter(value)
                 self.register_parameter(attr, value)
             else:

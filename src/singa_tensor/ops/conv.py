@@ -12,6 +12,7 @@ instead (conv_onednn.py).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -305,6 +306,7 @@ def conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
     return out.squeeze(0) if x.ndim == 2 else out
 
 
+@traced("conv_transpose2d")
 def conv_transpose2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
                      output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """Transposed 2-d convolution (the gradient of conv2d with respect to its input) of
@@ -607,6 +609,40 @@ def _pool_np(x, kernel_size, stride=None, padding=0, reduce="max"):
     return out
 
 
+def _ints(v, n: int) -> tuple:
+    vals = tuple(int(a) for a in v) if isinstance(v, (list, tuple)) else (int(v),) * n
+    return vals * n if len(vals) == 1 else vals
+
+
+def _conv_transpose_np(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
+                       dilation=1):
+    """Any-dimensional transposed convolution: every input value scatters its kernel."""
+    nsp = w.ndim - 2
+    unbatched = x.ndim == nsp + 1
+    if unbatched:
+        x = x[None]
+    s, p, op_, d = (_ints(v, nsp) for v in (stride, padding, output_padding, dilation))
+    n, c = x.shape[:2]
+    og = w.shape[1]
+    k = w.shape[2:]
+    sizes = x.shape[2:]
+    full = [(sizes[a] - 1) * s[a] + d[a] * (k[a] - 1) + 1 + op_[a] for a in range(nsp)]
+    out = np.zeros((n, og * groups) + tuple(full), dtype=x.dtype)
+    cg = c // groups
+    for g in range(groups):
+        for pos in itertools.product(*[range(v) for v in sizes]):
+            for tap in itertools.product(*[range(v) for v in k]):
+                at = tuple(pos[a] * s[a] + tap[a] * d[a] for a in range(nsp))
+                xv = x[(slice(None), slice(g * cg, (g + 1) * cg)) + pos]  # (n, cg)
+                wv = w[(slice(g * cg, (g + 1) * cg), slice(None)) + tap]  # (cg, og)
+                out[(slice(None), slice(g * og, (g + 1) * og)) + at] += xv @ wv
+    crop = tuple(slice(p[a], full[a] - p[a]) for a in range(nsp))
+    out = out[(slice(None), slice(None)) + crop]
+    if b is not None:
+        out = out + b.reshape((1, -1) + (1,) * nsp)
+    return out[0] if unbatched else out
+
+
 _rng = np.random.default_rng(22)
 _x = _rng.standard_normal((2, 4, 6, 5))
 _composite("conv2d", "Conv", conv2d, _conv2d_np, lambda: [
@@ -623,6 +659,12 @@ _composite("adaptive_avg_pool2d", "GlobalAveragePool", adaptive_avg_pool2d,
            lambda x, s: np.einsum("oh,nchw,pw->ncop", _adaptive_matrix(x.shape[2], _pair(
                "r", s, "s")[0]), x, _adaptive_matrix(x.shape[3], _pair("r", s, "s")[1])),
            lambda: [((_x, 1), {}), ((_x, (4, 3)), {})])
+_composite("conv_transpose2d", "ConvTranspose", conv_transpose2d, _conv_transpose_np, lambda: [
+    ((_x[:, :, :3, :3], _rng.standard_normal((4, 3, 2, 3)), _rng.standard_normal(3)), {}),
+    ((_x[:, :, :3, :2], _rng.standard_normal((4, 1, 3, 2))),
+     {"stride": (2, 3), "padding": (1, 0), "output_padding": (1, 2), "groups": 2}),
+    ((_x[0, :, :3, :3], _rng.standard_normal((4, 2, 2, 2))), {"dilation": 2, "stride": 2}),
+])
 
 __all__ = ["adaptive_avg_pool2d", "avg_pool2d", "conv1d", "conv2d", "conv_transpose2d",
            "interpolate", "max_pool2d"]
@@ -641,6 +683,34 @@ def _conv2d_onnx(cls, b, args, attrs, outs):
     ins = [b.value(x), b.value(w)] + ([b.value(bias)] if bias is not None else [])
     b.node("Conv", ins, outputs=outs, kernel_shape=[kh, kw], strides=list(stride),
            pads=[pt, pl, pb, pr], dilations=list(dilation), group=int(args["groups"]))
+
+
+def _conv_transpose_onnx(cls, b, args, attrs, outs):
+    """ConvTranspose for conv_transpose1d/2d/3d: PyTorch's padding p crops p from both ends of
+    every spatial axis, output_padding grows the far end, which is ONNX's pads/output_padding."""
+    from .shape import onnx_axes_node
+
+    x = args["x"] if "x" in args else args["input"]
+    w, bias = args["weight"], args["bias"]
+    nsp = w.ndim - 2
+    if x.ndim not in (nsp + 1, nsp + 2):
+        return NotImplemented
+    k = list(w.shape[2:])
+    s, p, opd, d = (list(_ints(args[a], nsp)) for a in ("stride", "padding", "output_padding",
+                                                         "dilation"))
+    name = b.value(x)
+    unbatched = x.ndim == nsp + 1
+    if unbatched:
+        name = onnx_axes_node(b, "Unsqueeze", name, [0])
+    ins = [name, b.value(w)] + ([b.value(bias)] if bias is not None else [])
+    kw = dict(kernel_shape=k, strides=s, pads=p + p, dilations=d, group=int(args["groups"]),
+              output_padding=opd if any(opd) else None)
+    if not unbatched:
+        b.node("ConvTranspose", ins, outputs=outs, **kw)
+        return None
+    (y,) = b.node("ConvTranspose", ins, **kw)
+    onnx_axes_node(b, "Squeeze", y, [0], outs)
+    return None
 
 
 def _pool_attrs(cls, args):
@@ -679,6 +749,7 @@ def _adaptive_avg_pool2d_onnx(cls, b, args, attrs, outs):
 
 
 REGISTRY["conv2d"].onnx_export = classmethod(_conv2d_onnx)
+REGISTRY["conv_transpose2d"].onnx_export = classmethod(_conv_transpose_onnx)
 REGISTRY["max_pool2d"].onnx_export = classmethod(_max_pool2d_onnx)
 REGISTRY["avg_pool2d"].onnx_export = classmethod(_avg_pool2d_onnx)
 REGISTRY["adaptive_avg_pool2d"].onnx_export = classmethod(_adaptive_avg_pool2d_onnx)

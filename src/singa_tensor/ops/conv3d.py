@@ -18,8 +18,14 @@ from .. import creation
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._geometry import at_least, kernel_of
-from ._registry import composite, expect_tensor
-from .conv import _adaptive_matrix, conv2d, conv_transpose2d
+from ._registry import REGISTRY, composite, expect_tensor
+from .conv import (
+    _adaptive_matrix,
+    _conv_transpose_np,
+    _conv_transpose_onnx,
+    conv2d,
+    conv_transpose2d,
+)
 from .index import gather, index_select, scatter
 from .padding import pad as _pad
 from .pooling import _adaptive_max, _lp_np, _lp_pool, _output_size, _spatial, _tuple
@@ -180,36 +186,6 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, 
 # ---- transposed convolution ----------------------------------------------------------------------
 
 
-def _conv_transpose_np(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
-                       dilation=1):
-    """Any-dimensional transposed convolution: every input value scatters its kernel."""
-    nsp = w.ndim - 2
-    unbatched = x.ndim == nsp + 1
-    if unbatched:
-        x = x[None]
-    s, p = _tuple("ref", stride, nsp, "s"), _tuple("ref", padding, nsp, "p")
-    op_, d = _tuple("ref", output_padding, nsp, "op"), _tuple("ref", dilation, nsp, "d")
-    n, c = x.shape[:2]
-    cin, og = w.shape[:2]
-    k = w.shape[2:]
-    sizes = x.shape[2:]
-    full = [(sizes[a] - 1) * s[a] + d[a] * (k[a] - 1) + 1 + op_[a] for a in range(nsp)]
-    out = np.zeros((n, og * groups) + tuple(full), dtype=x.dtype)
-    cg = c // groups
-    for g in range(groups):
-        for pos in itertools.product(*[range(v) for v in sizes]):
-            for tap in itertools.product(*[range(v) for v in k]):
-                at = tuple(pos[a] * s[a] + tap[a] * d[a] for a in range(nsp))
-                xv = x[(slice(None), slice(g * cg, (g + 1) * cg)) + pos]  # (n, cg)
-                wv = w[(slice(g * cg, (g + 1) * cg), slice(None)) + tap]  # (cg, og)
-                out[(slice(None), slice(g * og, (g + 1) * og)) + at] += xv @ wv
-    crop = tuple(slice(p[a], full[a] - p[a]) for a in range(nsp))
-    out = out[(slice(None), slice(None)) + crop]
-    if b is not None:
-        out = out + b.reshape((1, -1) + (1,) * nsp)
-    return out[0] if unbatched else out
-
-
 def _conv_transpose1d_samples():
     r = np.random.default_rng(61)
     x = r.standard_normal((2, 4, 5))
@@ -219,7 +195,8 @@ def _conv_transpose1d_samples():
             ((x[0], r.standard_normal((4, 1, 3))), {"dilation": 2, "stride": 3})]
 
 
-@composite("conv_transpose1d", _conv_transpose_np, samples=_conv_transpose1d_samples)
+@composite("conv_transpose1d", _conv_transpose_np, onnx="ConvTranspose",
+           samples=_conv_transpose1d_samples)
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
                      padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """Transposed 1-d convolution (the gradient of conv1d with respect to its input) of
@@ -265,7 +242,8 @@ def _conv_transpose3d_samples():
                                                           "stride": (1, 2, 1)})]
 
 
-@composite("conv_transpose3d", _conv_transpose_np, samples=_conv_transpose3d_samples)
+@composite("conv_transpose3d", _conv_transpose_np, onnx="ConvTranspose",
+           samples=_conv_transpose3d_samples)
 def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1,
                      padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
     """Transposed 3-d convolution (the gradient of conv3d with respect to its input) of
@@ -719,4 +697,8 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
 
 # the names PyTorch also has at the top level (torch.conv3d ...); the pooling forms are
 # nn.functional's only
+# one ConvTranspose node for every rank (the form lives next to conv_transpose2d's)
+REGISTRY["conv_transpose1d"].onnx_export = classmethod(_conv_transpose_onnx)
+REGISTRY["conv_transpose3d"].onnx_export = classmethod(_conv_transpose_onnx)
+
 __all__ = ["conv3d", "conv_transpose1d", "conv_transpose3d", "pdist"]

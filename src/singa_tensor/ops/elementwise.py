@@ -1172,6 +1172,20 @@ def _leaky_relu_onnx(cls, b, args, attrs, outs):
     b.node("LeakyRelu", [b.value(args[0])], outputs=outs, alpha=float(args[1]))
 
 
+@_onnx_form("softplus")
+def _softplus_onnx(cls, b, args, attrs, outs):
+    # ONNX Softplus has neither beta nor threshold: log(1 + exp(beta x)) / beta, and x itself
+    # where beta x > threshold
+    x, beta, threshold = args
+    name = b.value(x)
+    scaled = name if beta == 1.0 else b.node("Mul", [name, _one(b, x, beta)])[0]
+    (soft,) = b.node("Softplus", [scaled])
+    if beta != 1.0:
+        (soft,) = b.node("Div", [soft, _one(b, x, beta)])
+    (big,) = b.node("Greater", [scaled, _one(b, x, threshold)])
+    b.node("Where", [big, name, soft], outputs=outs)
+
+
 @_onnx_form("elu")
 def _elu_onnx(cls, b, args, attrs, outs):
     b.node("Elu", [b.value(args[0])], outputs=outs, alpha=float(args[1]))

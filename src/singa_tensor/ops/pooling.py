@@ -22,7 +22,8 @@ from ._geometry import at_least
 from ._registry import composite
 from .conv import _adaptive_matrix, avg_pool2d, max_pool2d
 from .elementwise import relu, sign
-from .index import gather
+from .index import gather, index_select
+from .padding import pad as _pad
 from .reduce import _LOW, as_dtype, in_float
 from .reduce import max as _max
 from .shape import cat
@@ -113,11 +114,12 @@ def _gather_windows(x: Tensor, table: np.ndarray, fill: float, outs: tuple) -> T
     n, c = x.shape[:2]
     flat = x.reshape(n, c, -1)
     slot = flat.shape[2]
-    padded = cat([flat, creation.full((n, c, 1), fill, dtype=x.dtype, device=x.device)], 2)
-    idx = np.where(table >= 0, table, slot).reshape(1, 1, -1)
-    index = creation.tensor(np.ascontiguousarray(np.broadcast_to(idx, (n, c, idx.shape[2]))),
-                            dtype=_dt.int64, device=x.device)
-    return gather(padded, 2, index).reshape((n, c) + tuple(outs) + (table.shape[1],))
+    # the fill slot and the 1-d index hold no batch or channel size, so an exported graph
+    # (Pad, Gather) follows the input's
+    padded = _pad(flat, (0, 1), value=fill)
+    index = creation.tensor(np.where(table >= 0, table, slot).reshape(-1), dtype=_dt.int64,
+                            device=x.device)
+    return index_select(padded, 2, index).reshape((n, c) + tuple(outs) + (table.shape[1],))
 
 
 def _max_windows(x: Tensor, table: np.ndarray, outs: tuple, return_indices: bool, added: bool):

@@ -26,6 +26,7 @@ from ._registry import (
     ptr,
     register,
     tensor_method,
+    traced,
 )
 from .elementwise import eq, maximum, minimum, where
 from .layout import cast, expand, permute, reshape
@@ -163,6 +164,7 @@ Sum.fn = staticmethod(sum)
 
 
 @tensor_method()
+@traced("mean")
 def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Arithmetic mean over dim (float tensors); float16/bfloat16 give their own dtype (the sum
     accumulated in float32).
@@ -815,8 +817,18 @@ def _with_index_onnx(cls, b, args, attrs, outs):
     b.node("Arg" + kind, [b.value(x)], outputs=outs[1:], axis=int(d), keepdims=int(keepdim))
 
 
+def _mean_onnx(cls, b, args, attrs, outs):
+    # one ReduceMean: its divisor follows the input's shape (a traced 1/n would be a constant)
+    x = args["x"]
+    if args["dtype"] is not None or x.dtype not in (_dt.float32, _dt.float64):
+        return NotImplemented
+    onnx_reduce(b, "ReduceMean", x, normalize_dims("mean", x, args["dim"]), args["keepdim"],
+                outs)
+
+
 for _spec in (Sum, Prod, Amax, Amin):
     _spec.onnx_export = classmethod(_reduce_onnx)
+Mean.onnx_export = classmethod(_mean_onnx)
 for _spec in (Argmax, Argmin):
     _spec.onnx_export = classmethod(_arg_onnx)
 for _spec in (Max, Min):
