@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import singa_tensor as st  # noqa: E402
 from singa_tensor.onnx import OnnxImportError  # noqa: E402
@@ -78,6 +78,33 @@ def test_movement_ops_pass_strings_through():
     assert sl.tolist() == [["b", "c"], ["e", "f"]]
     assert shp.tolist() == [2, 3] and n.tolist() == 12
     assert fl.shape == (1, 6) and s0.tolist() == [list("abc")] and s1.tolist() == [list("def")]
+
+
+def _ini(name, a):
+    return numpy_helper.from_array(np.asarray(a), name)
+
+
+@pytest.mark.parametrize("op,extra,attrs", [
+    ("GatherElements", [("i", np.zeros((1, 2, 2, 3), np.int64))], {"axis": 1}),
+    ("GatherND", [("i", np.array([[0, 1], [0, 3]], np.int64))], {}),
+    ("Compress", [("c", np.array([True, False, True, True]))], {"axis": 1}),
+    ("DepthToSpace", [], {"blocksize": 2, "mode": "CRD"}),
+    ("SpaceToDepth", [], {"blocksize": 1}),
+    ("Expand", [("s", np.array([2, 1, 1, 1], np.int64))], {}),
+    ("Tile", [("s", np.array([1, 1, 2, 1], np.int64))], {}),
+    ("Transpose", [], {"perm": [3, 1, 2, 0]}),
+])
+def test_more_movement_ops_match_the_reference_evaluator(op, extra, attrs):
+    from onnx.reference import ReferenceEvaluator
+
+    x = np.array([f"s{i}" for i in range(24)], dtype=object).reshape(1, 4, 2, 3)
+    node = helper.make_node(op, ["x"] + [n for n, _ in extra], ["y"], **attrs)
+    g = helper.make_graph([node], "g", [vi("x", S)], [vi("y", S)],
+                          [_ini(n, a) for n, a in extra])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    (want,) = ReferenceEvaluator(m).run(None, {"x": x})
+    (got,) = st.onnx.load(m).run_numpy([x])
+    assert got.dtype == object and got.shape == want.shape and got.tolist() == want.tolist()
 
 
 def test_where_and_equal_on_strings():

@@ -68,7 +68,7 @@ def array_to_tensor(a, device, where: str = "onnx import") -> Tensor:
 def is_strings(v) -> bool:
     """Whether v is a string value: strings stay host numpy arrays (dtype object, holding str)
     between nodes, as no kernel computes on them."""
-    return type(v) is np.ndarray
+    return type(v) is np.ndarray and v.dtype == object
 
 
 def host_value(a, device, where: str = "onnx import"):
@@ -271,8 +271,8 @@ def run_steps(steps: list, constants: dict, input_names, values, outer, device,
             raise OnnxImportError(
                 f"node {node.name!r} ({node.op_type}): input {e.args[0]!r} is not produced "
                 "by any earlier node, initializer or graph input") from None
-        if np.ndarray in map(type, args):  # a string value: the op's string form runs
-            fn = string_handler_of(node)
+        if np.ndarray in map(type, args) and any(map(is_strings, args)):
+            fn = string_handler_of(node)  # a string value: the op's string form runs
         out = fn(node, args, attrs)
         if seq or not isinstance(out, (tuple, list)):
             out = (out,)
