@@ -41,8 +41,9 @@ _SHAPE_OF = {"Shape": (0,), "Size": (0,)}
 def strings(node, v, what: str = "input") -> np.ndarray:
     """v, which must be a string value."""
     if not is_strings(v):
-        raise node.fail(f"{what} must be a string tensor, got "
-                        f"{'nothing' if v is None else getattr(v.dtype, 'name', v.dtype)}")
+        got = "nothing" if v is None else getattr(getattr(v, "dtype", None), "name",
+                                                  type(v).__name__)
+        raise node.fail(f"{what} must be a string tensor, got {got}")
     return v
 
 
