@@ -16,6 +16,7 @@ from types import ModuleType
 EXTRAS: dict[str, tuple[str, str]] = {
     "onnx": ("onnx", "onnx"),
     "onnxruntime": ("onnxruntime", "onnx"),
+    "PIL": ("pillow", "image"),
     "sklearn": ("scikit-learn", "demo"),
     "tqdm": ("tqdm", "demo"),
     "mpi4py": ("mpi4py", "mpi"),

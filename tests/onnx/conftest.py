@@ -51,7 +51,8 @@ def pytest_terminal_summary(terminalreporter):
         total = sum(_counts[cat, k] for k in OUTCOMES)
         line = f"ONNX backend conformance, {cat} cases (CPU): {', '.join(parts)} of {total}"
         if _excluded[cat]:
-            line += (f"; excluded, as their outcome depends on the CPU's rounding "
-                     f"(ROUNDING_DEPENDENT in tests/onnx/expected_failures.py): "
+            line += (f"; excluded, as their outcome depends on the CPU's rounding or on "
+                     f"chance (ROUNDING_DEPENDENT and RANDOM_OUTCOME in "
+                     f"tests/onnx/expected_failures.py): "
                      f"{', '.join(sorted(_excluded[cat]))}")
         terminalreporter.write_line(line)

@@ -6,22 +6,13 @@ tensor library; the rest are explained one by one.
 
 A case whose outcome depends on how the CPU rounds (its GEMM kernel, its thread count) can be
 neither listed nor left to pass: it is in ROUNDING_DEPENDENT instead, left out of the run
-(BackendTest.exclude) and checked by a test of ours on what does not depend on rounding.
+(BackendTest.exclude) and checked by a test of ours on what does not depend on rounding. A case
+whose outcome is a matter of chance (random draws that agree with the stored ones now and then)
+is in RANDOM_OUTCOME, left out in the same way.
 """
 
 EXPECTED_FAILURES: dict[str, str] = {
-    # ---- element types we do not hold ---------------------------------------------------------
-    r"^test_(equal_string|regex_full_match_|string_concat|string_split_|strnorm)":
-        "string tensors are not supported",
-    r"^test_ai_onnx_ml_label_encoder_":
-        "ai.onnx.ml LabelEncoder maps strings; string tensors are not supported",
-    r"^test_ai_onnx_ml_tree_ensemble_":
-        "ai.onnx.ml TreeEnsemble (classical decision trees) is not implemented",
-    r"^test_image_decoder_":
-        "ImageDecoder needs image codecs (JPEG, PNG, WebP, ...), which are not part of the library",
     # ---- random ops: the expected values come from numpy's generator -------------------------
-    r"^test_bernoulli":
-        "Bernoulli is random: our Philox stream cannot reproduce numpy's draws",
     r"^test_training_dropout(_default)?(_mask)?_(cpu|cuda)$":
         "training-mode Dropout draws a random mask: our Philox stream cannot reproduce numpy's",
     # ---- the expected values are outside the suite's own tolerance ---------------------------
@@ -34,6 +25,18 @@ EXPECTED_FAILURES: dict[str, str] = {
     r"^test_loop16_seq_none_":
         "onnx's runner cannot compare a sequence holding a 0-d tensor (len() of unsized "
         "object); our output equals the reference",
+}
+
+RANDOM_OUTCOME: dict[str, str] = {
+    r"^test_bernoulli":
+        "the expected values are draws of numpy's global generator (np.random.binomial, in the "
+        "state the suite's earlier cases left it; the node's seed attribute never reaches it), "
+        "which another generator cannot reproduce: the spec leaves the values to the "
+        "implementation. Yet ten draws of 0 or 1 on these probabilities agree by chance with "
+        "probability 0.44%, and the cases without a seed draw from our default generator, whose "
+        "state depends on which tests ran before: so the three cases and their _expanded forms "
+        "can be neither listed nor left to pass. tests/onnx/test_import_random.py checks "
+        "Bernoulli by its distribution",
 }
 
 ROUNDING_DEPENDENT: dict[str, str] = {

@@ -134,12 +134,21 @@ def test_wrong_number_of_inputs():
         m(st.ones(1, 3), st.ones(1, 3))
 
 
-def test_string_tensors_are_refused():
-    t = helper.make_tensor("s", TensorProto.STRING, [1], [b"a"])
+def test_string_initializers_are_host_values():
+    # strings are host numpy arrays of str: neither parameters nor buffers
+    t = helper.make_tensor("s", TensorProto.STRING, [2], [b"a", "\u00e9".encode()])
     g = helper.make_graph([helper.make_node("Identity", ["s"], ["y"])], "g", [],
-                          [_vi("y", TensorProto.STRING, [1])], [t])
-    with pytest.raises(OnnxImportError, match="string tensors are not supported"):
-        st.onnx.load(helper.make_model(g))
+                          [_vi("y", TensorProto.STRING, [2])], [t])
+    m = st.onnx.load(helper.make_model(g))
+    (y,) = m.run_numpy([])
+    assert y.dtype == object and y.tolist() == ["a", "\u00e9"]
+    assert list(m.state_dict()) == []
+    # a tensor op fed a string value names the node
+    g = helper.make_graph([helper.make_node("Relu", ["s"], ["y"], name="r")], "g", [],
+                          [_vi("y", TensorProto.STRING, [2])], [t])
+    with pytest.raises(OnnxImportError, match=r"node 'r' \(Relu\): string tensors are not "
+                                              r"supported by this op"):
+        st.onnx.load(helper.make_model(g)).run_numpy([])
 
 
 def test_backend_devices():

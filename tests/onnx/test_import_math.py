@@ -202,11 +202,12 @@ def test_error_paths():
     _fails(r"\(Add\): expected 2 inputs, got 1", "Add", F)
     _fails(r"\(Equal\): input types differ: float64 and int64", "Equal", F, np.ones(3, np.int64))
     _fails(r"\(Einsum\): an 'equation' attribute", "Einsum", F)
-    with pytest.raises(OnnxImportError, match=r"\(Constant\): attribute 'value_string'"):
-        node = helper.make_node("Constant", [], ["y0"], value_string="hi")
+    with pytest.raises(OnnxImportError, match=r"\(Constant\): expected exactly one value "
+                       r"attribute, got \['value_float', 'value_string'\]"):
+        node = helper.make_node("Constant", [], ["y0"], value_string="hi", value_float=1.0)
         g = helper.make_graph([node], "g", [],
                               [helper.make_tensor_value_info("y0", TensorProto.STRING, [])])
-        st.onnx.prepare(helper.make_model(g)).run([])
+        st.onnx.load(helper.make_model(g)).run_numpy([])
 
 
 # ---- attribute -> input moves across opsets ---------------------------------------------------

@@ -38,7 +38,8 @@ def _ensure_handlers() -> None:
     import importlib
 
     for name in ("ops_math", "ops_shape", "ops_nn", "ops_sampling", "ops_rnn", "ops_control",
-                 "ops_extra", "ops_quant", "ops_flex"):
+                 "ops_extra", "ops_quant", "ops_flex", "ops_string", "ops_ml", "ops_random",
+                 "ops_image"):
         try:
             importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as e:

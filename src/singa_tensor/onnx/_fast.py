@@ -24,13 +24,14 @@ What the inference path does, in order:
    plan eagerly while watching host reads. A node with an input computed from the data that
    reads values on the host (NonZero, a Reshape whose target shape comes from the data, ...)
    makes the graph data-dependent: that signature keeps running the folded plan eagerly, as
-   do graphs with control-flow or sequence ops and calls with non-tensor inputs. Otherwise
-   the values of Shape and Size nodes are now known and folded in as well, the second call
-   records the plan in graph mode (`st.compile`), and later calls replay the recording. A
-   recording that graph mode refuses (GraphError) or a replay whose guard fails also falls
-   back to the eager plan for that signature (for a refused replay: for that call, and the
-   signature records again next call, up to `_MAX_RERECORDS` times). At most
-   `_MAX_SIGNATURES` signatures keep a recording; the oldest is dropped beyond that.
+   do graphs with control-flow or sequence ops, graphs that compute string values (host numpy
+   arrays) and calls with non-tensor inputs. Otherwise the values of Shape and Size nodes are
+   now known and folded in as well, the second call records the plan in graph mode
+   (`st.compile`), and later calls replay the recording. A recording that graph mode refuses
+   (GraphError) or a replay whose guard fails also falls back to the eager plan for that
+   signature (for a refused replay: for that call, and the signature records again next call,
+   up to `_MAX_RERECORDS` times). At most `_MAX_SIGNATURES` signatures keep a recording; the
+   oldest is dropped beyond that.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import numpy as np
 from .. import _execution, autograd
 from .. import dtype as _dt
 from ..tensor import Tensor
-from ._graph import Node, OnnxImportError, _free_names, _subgraph_protos, run_steps
+from ._graph import Node, OnnxImportError, _free_names, _subgraph_protos, is_strings, run_steps
 
 # ops that must run on every call: random draws, stateful or control-flow ops, sequences
 _NO_FOLD_PREFIX = ("Random",)
@@ -108,7 +109,7 @@ def constant_fold(steps: list, consts: dict, keep: set, device) -> list:
     for step in steps:
         node, fn, ins, attrs, outs, seq = step
         if seq or not _foldable(node) or any(o in keep for o in outs if o) or \
-                any(n and n not in consts for n in ins):
+                any(n and (n not in consts or is_strings(consts[n])) for n in ins):
             out_steps.append(step)
             continue
         node.device = device
@@ -340,10 +341,14 @@ class FastPath:
         shapes: dict = {}
         probe = _Probe()
         dependent = []
+        strings: list = []
 
         def hook(step, args, out):
             node, _, ins, _, outs, _ = step
             reads, probe.reads[:] = list(probe.reads), []
+            if any(is_strings(v) for v in (*args, *out)):
+                strings.append(node.name)  # computed on the host: graph mode cannot record it
+                return
             if node.op_type in ("Shape", "Size") or all(not n or n in static for n in ins):
                 for name, v in zip(outs, out):
                     if name:
@@ -365,6 +370,10 @@ class FastPath:
             outs = [env[n] for n in g.output_names]
         except KeyError as e:
             raise OnnxImportError(f"onnx model: output {e.args[0]!r} is never produced") from None
+        if strings:
+            entry.state, entry.why = "eager", f"string values in {strings[0]!r}"
+            entry.steps, entry.consts = self.steps, self.consts
+            return outs
         if dependent:
             entry.state, entry.why = "eager", f"data-dependent host reads in {dependent[0]!r}"
             entry.steps, entry.consts = self.steps, self.consts

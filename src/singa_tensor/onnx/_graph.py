@@ -16,7 +16,7 @@ from .. import dtype as _dt
 from ..nn.module import Module, Parameter
 from ..tensor import Tensor
 from . import _lowp, _params
-from ._handlers import HANDLERS, OnnxImportError
+from ._handlers import HANDLERS, STRING_HANDLERS, OnnxImportError
 from ._lowp import LowPrecisionArray
 
 # ONNX TensorProto element types -> numpy; ours computes small integer types in int64 and casts
@@ -68,6 +68,30 @@ def array_to_tensor(a, device, where: str = "onnx import") -> Tensor | LowPrecis
             getattr(a.dtype.type, "__module__", "") == "ml_dtypes":  # float8, int4, ...
         raise OnnxImportError(f"{where}: element type {a.dtype} is not supported")
     return creation.tensor(np.ascontiguousarray(a).reshape(a.shape), device=device)
+
+
+def is_strings(v) -> bool:
+    """Whether v is a string value: strings stay host numpy arrays (dtype object, holding str)
+    between nodes, as no kernel computes on them."""
+    return type(v) is np.ndarray and v.dtype == object
+
+
+def host_value(a, device, where: str = "onnx import"):
+    """A numpy array as a graph value: an object array of str for strings (ONNX STRING, numpy
+    str, bytes or object arrays), a tensor on device (`array_to_tensor`) for anything else."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "USO":
+        return array_to_tensor(a, device, where)
+    flat = a.reshape(-1)
+    out = np.empty(flat.shape, dtype=object)
+    for i, s in enumerate(flat):
+        if isinstance(s, bytes):
+            s = s.decode("utf-8")
+        elif not isinstance(s, str):
+            raise OnnxImportError(f"{where}: an object array must hold strings, got "
+                                  f"{type(s).__name__}")
+        out[i] = s
+    return out.reshape(a.shape)
 
 
 def _attr_value(attr):
@@ -141,7 +165,7 @@ class Node:
     def const(self, value, dtype=None) -> Tensor:
         """value (scalar, list or array) as a tensor on this node's device."""
         if isinstance(value, np.ndarray) and dtype is None:
-            return array_to_tensor(value, self.device, self.name)
+            return host_value(value, self.device, self.name)
         return creation.tensor(value, dtype=dtype, device=self.device)
 
     def fail(self, problem: str) -> OnnxImportError:
@@ -211,7 +235,7 @@ class Graph:
             for t in proto.initializer:
                 from onnx import numpy_helper
 
-                consts[t.name] = array_to_tensor(numpy_helper.to_array(t), None, t.name)
+                consts[t.name] = host_value(numpy_helper.to_array(t), None, t.name)
             g = self._subgraphs[key] = Graph(proto, self.opsets, consts, top=self.top)
             g._keep = proto  # id() stays valid while the proto lives
         return g
@@ -257,6 +281,8 @@ def run_steps(steps: list, constants: dict, input_names, values, outer, device,
             raise OnnxImportError(
                 f"node {node.name!r} ({node.op_type}): input {e.args[0]!r} is not produced "
                 "by any earlier node, initializer or graph input") from None
+        if np.ndarray in map(type, args) and any(map(is_strings, args)):
+            fn = string_handler_of(node)  # a string value: the op's string form runs
         out = fn(node, args, attrs)
         if seq or not isinstance(out, (tuple, list)):
             out = (out,)
@@ -266,6 +292,16 @@ def run_steps(steps: list, constants: dict, input_names, values, outer, device,
         if hook is not None:
             hook(step, args, out)
     return env
+
+
+def string_handler_of(node):
+    """The handler that runs node on string inputs (`_handlers.string_handler`), or an error
+    naming the node: an op without a string form takes no string tensors."""
+    fn = STRING_HANDLERS.get(node.op_type if node.domain == "" else
+                             f"{node.domain}::{node.op_type}")
+    if fn is None:
+        raise node.fail("string tensors are not supported by this op")
+    return fn
 
 
 # ops whose single output is itself a Python list (an ONNX sequence)
@@ -359,8 +395,9 @@ class OnnxModule(Module):
                 raise OnnxImportError(f"initializer {t.name!r}: cannot be read ({e})") from None
         learned = _params.choose(graph, arrays, trainable)  # weights by use, or the override
         for t in graph.initializer:
-            value = array_to_tensor(arrays[t.name], None, f"initializer {t.name!r}")
-            if isinstance(value, LowPrecisionArray):  # host data: not a parameter or buffer
+            value = host_value(arrays[t.name], None, f"initializer {t.name!r}")
+            # host data (strings, float8/int4 values): not a parameter nor a buffer
+            if isinstance(value, LowPrecisionArray) or is_strings(value):
                 constants[t.name] = value
                 continue
             attr = _param_name(t.name, taken)
@@ -461,9 +498,9 @@ class OnnxModule(Module):
         vals = []
         for name, x in zip(self._graph.input_names, inputs):
             if isinstance(x, list):  # an ONNX sequence
-                x = [v if isinstance(v, Tensor) else array_to_tensor(v, device, name) for v in x]
+                x = [v if isinstance(v, Tensor) else host_value(v, device, name) for v in x]
             elif x is not None and not isinstance(x, Tensor):
-                x = array_to_tensor(x, device, f"onnx input {name!r}")
+                x = host_value(x, device, f"onnx input {name!r}")
             vals.append(x)
         if len(inputs) != len(self._graph.input_names):
             raise OnnxImportError(
@@ -471,7 +508,7 @@ class OnnxModule(Module):
                 f"({', '.join(self._graph.input_names)}), got {len(inputs)}")
         types = self._graph.types
         for name, x in zip(self._graph.input_names, vals):
-            if isinstance(x, Tensor):
+            if isinstance(x, Tensor) or is_strings(x):
                 _check_input_kind(name, types.get(name, 0), x)
             elif isinstance(x, LowPrecisionArray) and not self._graph.host_values:
                 raise OnnxImportError(f"onnx model: input {name!r} is {x.type_name}, a type "
@@ -520,14 +557,18 @@ def _check_input_kind(name: str, code: int, x: Tensor) -> None:
     want = _KIND.get(code)
     if want is None:
         return
-    got = "bool" if x.dtype is _dt.bool_ else \
-        "floating point" if x.dtype.is_floating_point else "integer"
+    if is_strings(x):
+        got, what = "string", "string"
+    else:
+        got = "bool" if x.dtype is _dt.bool_ else \
+            "floating point" if x.dtype.is_floating_point else "integer"
+        what = x.dtype
     if got != want:
         import onnx
 
         raise OnnxImportError(
             f"onnx model: input {name!r} is declared {onnx.TensorProto.DataType.Name(code)} "
-            f"({want}), got a {x.dtype} tensor")
+            f"({want}), got a {what} tensor")
 
 
 def _to_numpy(v, code):

@@ -2,7 +2,9 @@
 
 A handler is `fn(node, inputs, attrs) -> Tensor | tuple`: `node` is the prepared
 `_graph.Node` (opset, output count, `node.const`, `node.fail`), `inputs` the input values in
-order (None for an omitted optional input) and `attrs` the decoded attributes.
+order (None for an omitted optional input) and `attrs` the decoded attributes. A node with a
+string input (strings are host numpy arrays, not tensors) runs its op's entry in
+`STRING_HANDLERS` instead, and fails when the op has none.
 
 ONNX op types that an op spec names in its `onnx` field and that take no attributes (the plain
 unary and binary math ops) need no handler: `handler_for` derives one from the op registry, so
@@ -19,6 +21,9 @@ class OnnxImportError(ValueError):
 
 
 HANDLERS: dict[str, Callable] = {}
+# the handlers that run when an input is a string value (a host numpy array of str): the
+# string ops themselves, and the string forms of ops that also take tensors (ops_string.py)
+STRING_HANDLERS: dict[str, Callable] = {}
 
 
 def handler(*op_types: str):
@@ -27,6 +32,17 @@ def handler(*op_types: str):
     def deco(fn):
         for t in op_types:
             HANDLERS[t] = fn
+        return fn
+
+    return deco
+
+
+def string_handler(*op_types: str):
+    """Register fn as what runs the given op types when an input is a string value."""
+
+    def deco(fn):
+        for t in op_types:
+            STRING_HANDLERS[t] = fn
         return fn
 
     return deco

@@ -91,7 +91,9 @@ def _constant(node, attrs):
         return _const(node, np.asarray(v, dtype=np.float32))
     if key in ("value_int", "value_ints"):
         return _const(node, np.asarray(v, dtype=np.int64))
-    raise node.fail(f"attribute {key!r} is not supported (string and sparse constants)")
+    if key in ("value_string", "value_strings"):  # a host string value (ops_string.py)
+        return node.const(np.asarray(v, dtype=object))
+    raise node.fail(f"attribute {key!r} is not supported (sparse constants)")
 
 
 @handler("Identity")
