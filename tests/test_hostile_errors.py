@@ -31,7 +31,7 @@ def test_embedding_in_range_still_works():
 @pytest.mark.parametrize("dtype", [st.int64, st.int32, st.bool])
 def test_layer_norm_of_integers_names_layer_norm_and_dtype(dtype):
     x = st.ones(2, 3, dtype=dtype)
-    with pytest.raises(TypeError, match=rf"layer_norm: expected a floating point input, got "
+    with pytest.raises(TypeError, match=rf"layer_norm: expected a floating-point input, got "
                                         rf"{dtype.name}"):
         F.layer_norm(x, (3,))
     with pytest.raises(TypeError, match=r"^layer_norm: .*" + dtype.name):

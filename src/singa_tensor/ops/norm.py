@@ -283,7 +283,7 @@ def layer_norm(x: Tensor, normalized_shape, weight: Tensor | None = None,
     op = "layer_norm"
     expect_tensor(op, x)
     if not x.dtype.is_floating_point:
-        raise TypeError(f"{op}: expected a floating point input, got {x.dtype.name}")
+        raise TypeError(f"{op}: expected a floating-point input, got {x.dtype.name}")
     shape = _normalized_shape(op, normalized_shape)
     k = len(shape)
     if k == 0 or x.ndim < k or tuple(x.shape[x.ndim - k:]) != shape:
