@@ -231,3 +231,12 @@ def test_tied_maxima_give_the_gradient_to_the_first(op, attrs):
         st.nn.functional.max_pool2d(ref, 2).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), ref.grad.numpy())
     assert x.grad.numpy().max() >= 1.0  # whole units, not an even share
+
+
+def test_the_first_opset_of_an_op_with_several_versions_is_named():
+    # Mish has versions at opsets 18 and 22: the message names the first, not the newest
+    node = helper.make_node("Mish", ["x"], ["y"], name="m")
+    model = _model([node], [_vi("x", shape=[2])], [_vi("y", shape=[2])], opset=17)
+    with pytest.raises(OnnxImportError, match="does not exist at opset 17 .*first appears at "
+                                              "opset 18"):
+        st.onnx.load(model)

@@ -152,12 +152,12 @@ def _check_schema(node, opsets: dict) -> None:
     try:
         schema = onnx.defs.get_schema(node.op_type, version, domain)
     except onnx.defs.SchemaError:
-        first = onnx.defs.get_schema(node.op_type, onnx.defs.onnx_opset_version()
-                                     if domain == "" else _max_opsets()[domain], domain)
+        first = min(sc.since_version for sc in onnx.defs.get_all_schemas_with_history()
+                    if sc.name == node.op_type and sc.domain == domain)
         raise OnnxImportError(
             f"node {_node_name(node)!r} ({node.op_type}): the op does not exist at opset "
             f"{version} of domain {domain or 'ai.onnx'!r} (it first appears at opset "
-            f"{first.since_version})") from None
+            f"{first})") from None
     A = onnx.AttributeProto
     for a in node.attribute:
         decl = schema.attributes.get(a.name)
