@@ -141,6 +141,7 @@ def _layout(a, b, how):
 def test_matmul_rounds_the_float32_product_once(dtype, sa, sb, how, path):
     na, nb = operands(sa, sb, seed=len(sa) * 7 + len(sb))
     a, b = _layout(low_tensor(na, dtype), low_tensor(nb, dtype), how)
+    onednn.clear_plans()  # so the plans this call makes, or refuses, are the only ones cached
     before = onednn.matmul_calls["run"]
     got = st.matmul(a, b)
     ea, eb = exact(a), exact(b)
@@ -152,7 +153,11 @@ def test_matmul_rounds_the_float32_product_once(dtype, sa, sb, how, path):
         # oneDNN off, or a product too small for it: the library's kernel ran
         assert onednn.matmul_calls["run"] == before
     elif _onednn_native(dtype):
-        assert onednn.matmul_calls["run"] > before  # every layout reaches oneDNN in place
+        # every layout reaches oneDNN in place, unless oneDNN has only reference code for this
+        # call's layout on this CPU (float16 rows with a leading dimension > k on AVX512-FP16):
+        # then its plan is refused and the library's kernel ran
+        refused = [key for key, plan in onednn._matmuls.items() if plan is None]
+        assert onednn.matmul_calls["run"] > before or refused, (dtype, how)
 
 
 def _onednn_native(dtype: str) -> bool:
