@@ -123,6 +123,12 @@ class Work:
         if self._on_timeout is not None:
             self._on_timeout()
 
+    def _timeout_error(self, limit: float) -> DistributedError:
+        return DistributedError(
+            f"{self.op}: no reply from the other ranks within {limit:.1f} s (a rank may have "
+            f"died, be stuck, or be calling a different operation); raise the limit with "
+            f"init_process_group(timeout=...) or SINGA_DIST_TIMEOUT")
+
     def _complete(self) -> None:
         self._done = True
         self._keep = None
@@ -158,11 +164,7 @@ class Work:
                     continue
                 if now > deadline:
                     self._expired()
-                    raise DistributedError(
-                        f"{self.op}: no reply from the other ranks within {limit:.1f} s (a rank "
-                        f"may have died, be stuck, or be calling a different operation); raise "
-                        f"the limit with init_process_group(timeout=...) or SINGA_DIST_TIMEOUT"
-                    )
+                    raise self._timeout_error(limit)
                 if now < spin_until:
                     yield_()
                 else:

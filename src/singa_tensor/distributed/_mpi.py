@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import dtype as _dt
 from ..tensor import Tensor
+from . import _progress
 from ._base import (
     Communicator,
     DistributedError,
@@ -49,23 +50,66 @@ def load():
 _orphans: list = []
 
 class _MpiWork(Work):
-    """A Work polling mpi4py request(s); on timeout the requests and buffers are kept."""
+    """A Work polling mpi4py request(s); on timeout the requests and buffers are kept.
 
-    __slots__ = ("_reqs",)
+    `local`: the operation runs Python code inside MPI (the float16/bfloat16 reductions), so
+    only the thread that started it may progress it; any other may be handed to the progress
+    thread (`_hand_off`), which then polls it alone."""
 
-    def __init__(self, name: str, reqs, timeout: float, keep, poll=None):
+    __slots__ = ("_reqs", "_ticket", "local")
+
+    def __init__(self, name: str, reqs, timeout: float, keep, poll=None, local: bool = False):
         if poll is None:
             poll = (lambda: _MPI.Request.Testall(reqs)) if isinstance(reqs, list) else reqs.Test
         super().__init__(name, poll, timeout, keep=keep)
         self._reqs = reqs
+        self._ticket = None
+        self.local = local
 
     def _expired(self) -> None:
         # MPI may still write into the buffers: they stay alive until the job ends
         _orphans.append((self._reqs, self._keep))
 
+    def _hand_off(self, engine) -> None:
+        reqs, keep = self._reqs, self._keep
+        self._ticket = engine.submit(self._poll, keep, self._timeout,
+                                     on_drop=lambda: _orphans.append((reqs, keep)))
+        self._poll = self._ticket.event.is_set
 
-def _work(name: str, reqs, timeout: float, keep) -> Work:
-    return _MpiWork(name, reqs, timeout, keep)
+    def _check_ticket(self) -> None:
+        error = self._ticket.error
+        if error is not None:
+            self._ticket = None
+            self._done = True
+            raise error
+
+    def is_completed(self) -> bool:
+        if self._ticket is not None and not self._done and self._ticket.event.is_set():
+            self._check_ticket()
+        return super().is_completed()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        ticket = self._ticket
+        if ticket is None or self._done:
+            return super().wait(timeout)
+        limit = self._timeout if timeout is None else float(timeout)
+        # the progress thread polls; this thread sleeps (holding no GIL) until it is done
+        if not ticket.event.wait(limit):
+            ticket.cancelled = True
+            self._expired()
+            raise self._timeout_error(limit)
+        self._check_ticket()
+        self._complete()
+        return True
+
+
+def _work(name: str, reqs, timeout: float, keep, local: bool = False) -> Work:
+    return _MpiWork(name, reqs, timeout, keep, local=local)
+
+
+def _python_op(dtype) -> bool:
+    """Whether MPI reduces this dtype with a Python callback (float16, bfloat16)."""
+    return dtype is _dt.float16 or dtype is _dt.bfloat16
 
 
 def _wait(name: str, req, timeout: float, keep) -> None:
@@ -199,6 +243,10 @@ class MpiCommunicator(Communicator):
         except (AttributeError, NotImplementedError, MPI.Exception):
             self._check_req = None
         self._plans: dict = {}
+        # async operations are progressed by a thread while the caller computes (the thread
+        # may call MPI only under MPI_THREAD_MULTIPLE)
+        self._progress = self.size > 1 and _progress.enabled_by_env() \
+            and MPI.Query_thread() == MPI.THREAD_MULTIPLE
 
     # ---- the blocking all-reduce of a host tensor ---------------------------------------------
     def all_reduce(self, tensor: Tensor, op=ReduceOp.SUM, async_op: bool = False):
@@ -254,6 +302,12 @@ class MpiCommunicator(Communicator):
             self._plans.clear()
         self._plans[(t._shape, t.dtype, op, t._be)] = plan
         return plan
+
+    def _finish(self, work: Work, write_back, async_op: bool):
+        if async_op and self._progress and work.__class__ is _MpiWork and not work.local \
+                and not work._done:
+            work._hand_off(_progress.engine())
+        return super()._finish(work, write_back, async_op)
 
     # ---- staging -----------------------------------------------------------------------------
     def _stage(self, t: Tensor, write: bool):
@@ -324,7 +378,8 @@ class MpiCommunicator(Communicator):
 
     def _allreduce(self, name, buf, op, dtype) -> Work:
         w = _work(name, self.mpi.Iallreduce(_MPI.IN_PLACE, [buf, self._types[dtype.name]],
-                                            self._mpi_op(op, dtype)), self.timeout, buf)
+                                            self._mpi_op(op, dtype)), self.timeout, buf,
+                  _python_op(dtype))
         if op is ReduceOp.AVG:
             w.then(lambda: self._average(buf, dtype))
         return w
@@ -344,7 +399,7 @@ class MpiCommunicator(Communicator):
             req = self.mpi.Ireduce(_MPI.IN_PLACE, [buf, mtype], mop, root)
         else:
             req = self.mpi.Ireduce([buf, mtype], None, mop, root)
-        w = _work(name, req, self.timeout, buf)
+        w = _work(name, req, self.timeout, buf, _python_op(dtype))
         if op is ReduceOp.AVG and self.rank == root:
             w.then(lambda: self._average(buf, dtype))
         return w
@@ -357,7 +412,7 @@ class MpiCommunicator(Communicator):
         mtype = self._types[dtype.name]
         w = _work(name, self.mpi.Ireduce_scatter_block([send, mtype], [recv, mtype],
                                                        self._mpi_op(op, dtype)),
-                  self.timeout, (send, recv))
+                  self.timeout, (send, recv), _python_op(dtype))
         if op is ReduceOp.AVG:
             w.then(lambda: self._average(recv, dtype))
         return w
