@@ -743,3 +743,42 @@ def test_leaf_gradients_never_alias_other_tensors():
     w, x = st.ones(4, 3, requires_grad=True), st.ones(2, 3)
     (x @ w.t()).sum().backward()  # the weight's gradient arrives in the weight's layout
     assert w.grad.is_contiguous() and w.grad.tolist() == [[2.0] * 3] * 4
+
+
+def test_queued_callbacks_run_once_the_whole_graph_is_done():
+    a, b = st.ones(2, requires_grad=True), st.ones(3, requires_grad=True)
+    seen = []
+
+    def first_leaf_hook(g):
+        # queued while b's gradient is not computed yet: the callback sees both
+        assert st.autograd.queue_callback(
+            lambda: seen.append((a.grad.tolist(), b.grad.tolist())))
+        assert st.autograd.queue_callback(  # a callback may queue another
+            lambda: st.autograd.queue_callback(lambda: seen.append("second")))
+    a.register_hook(first_leaf_hook)
+    ((a * 2).sum() + (b * 3).sum()).backward()
+    assert seen == [([2.0, 2.0], [3.0, 3.0, 3.0]), "second"]
+
+
+def test_queue_callback_outside_backward_and_in_grad_queues_nothing():
+    assert st.autograd.queue_callback(lambda: None) is False
+    x = st.ones(2, requires_grad=True)
+    answers = []
+    for run in (lambda y: st.autograd.grad(y, x), lambda y: y.backward()):
+        y = x * x
+        y.register_hook(lambda g: answers.append(st.autograd.queue_callback(lambda: None)))
+        run(y.sum())
+    assert answers == [False, True]
+
+
+def test_a_backward_that_raises_drops_its_callbacks():
+    x = st.ones(2, requires_grad=True)
+    ran = []
+
+    def hook(g):
+        st.autograd.queue_callback(lambda: ran.append(1))
+        raise ValueError("hook failed")
+    x.register_hook(hook)
+    with pytest.raises(ValueError, match="hook failed"):
+        (x * 2).sum().backward()
+    assert ran == [] and st.autograd.queue_callback(lambda: None) is False

@@ -328,16 +328,66 @@ def _accumulate(slot: list, i: int, g) -> None:
     slot[i] = g if slot[i] is None else slot[i] + g
 
 
+class _Backwards(threading.local):
+    """The backward calls running on this thread, innermost last: for each, None (a `grad`
+    call, which fills no .grad) or the list of callbacks queued to run at its end."""
+
+    def __init__(self) -> None:
+        self.frames: list = []
+
+
+_backwards = _Backwards()
+
+
+def queue_callback(fn: Callable[[], None]) -> bool:
+    """Run fn once the backward call now running on this thread has gone through the whole
+    graph, before it returns (a backward's Function or hook queues it; the callbacks run in
+    the order queued, and may queue more). Returns False, queueing nothing, outside backward
+    and inside `st.autograd.grad`, which fills no `.grad`: the caller then does its work at
+    once. PyTorch's `Variable._execution_engine.queue_callback`.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> x = st.ones(2, requires_grad=True)
+        >>> seen = []
+        >>> _ = x.register_hook(lambda g: st.autograd.queue_callback(lambda: seen.append(1)))
+        >>> x.sum().backward()
+        >>> seen, st.autograd.queue_callback(lambda: None)
+        ([1], False)
+    """
+    frames = _backwards.frames
+    if not frames or frames[-1] is None:
+        return False
+    frames[-1].append(fn)
+    return True
+
+
 def _run(roots, root_grads, retain_graph: bool, create_graph: bool, capture=None):
-    """Propagate root_grads from roots through the graph.
+    """Propagate root_grads from roots through the graph, then run the queued callbacks.
 
     capture: None to accumulate into leaves' .grad, or a dict {edge: None} whose values are
     filled with the gradient arriving at each requested edge (used by `grad`).
     """
-    if _execution.autocast_count:  # a backward inside an autocast region casts nothing
-        with _execution.autocast_suspended():
-            return _propagate(roots, root_grads, retain_graph, create_graph, capture)
-    return _propagate(roots, root_grads, retain_graph, create_graph, capture)
+    frames = _backwards.frames
+    callbacks: list | None = [] if capture is None else None
+    frames.append(callbacks)
+    try:
+        if _execution.autocast_count:  # a backward inside an autocast region casts nothing
+            with _execution.autocast_suspended():
+                _propagate(roots, root_grads, retain_graph, create_graph, capture)
+        else:
+            _propagate(roots, root_grads, retain_graph, create_graph, capture)
+        if callbacks:
+            prev = set_grad_enabled(create_graph)
+            try:
+                i = 0
+                while i < len(callbacks):  # a callback may queue another
+                    callbacks[i]()
+                    i += 1
+            finally:
+                set_grad_enabled(prev.prev)
+    finally:
+        frames.pop()
 
 
 def _propagate(roots, root_grads, retain_graph: bool, create_graph: bool, capture=None):
