@@ -12,7 +12,8 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from ... import creation
-from ...autograd import is_grad_enabled, no_grad
+from ...autograd import _accumulate_leaf as accumulate_leaf
+from ...autograd import is_grad_enabled, no_grad, queue_callback
 from ...backend.device import Device
 from ...dtype import float32, float64
 from ...nn import module_state as _state
@@ -57,8 +58,9 @@ class BackwardPrefetch(enum.Enum):
 
 class _Tree:
     """What the units of one wrapped model share during an iteration: the units in the order
-    their forward began (this iteration and the last, for forward prefetch) and the gathers in
-    the order their forward ended (reversed, the order backward reaches them)."""
+    their forward began (this iteration and the last, for forward prefetch), the gathers in
+    the order their forward ended (reversed, the order backward reaches them), and the
+    gradient reductions still in flight in the current backward."""
 
     def __init__(self, root):
         self.root = root
@@ -66,10 +68,36 @@ class _Tree:
         self.forward_now: list = []
         self.forward_last: list = []
         self.post_forward: list = []
+        self.reducing: list = []  # (unit, shard gradient, Work), in the order started
+        self.queued = False
 
     def begin(self) -> None:
         self.forward_now = []
         self.post_forward = []
+        if self.reducing:  # left by a backward that raised: complete them, keep nothing
+            left, self.reducing, self.queued = self.reducing, [], False
+            for _, _, work in left:
+                work.wait()
+
+    def defer(self, unit, shard: Tensor, work) -> bool:
+        """Let the reduction of unit's gradient run on while backward goes on; its result is
+        added to the shard's .grad when backward ends. False (nothing deferred) where backward
+        cannot run a callback at its end (`autograd.grad`)."""
+        if not self.queued:
+            if not queue_callback(self.finish_gradients):
+                return False
+            self.queued = True
+        self.reducing.append((unit, shard, work))
+        return True
+
+    def finish_gradients(self) -> None:
+        """Wait for the reductions started in this backward and accumulate their averages into
+        the shards' .grad (with the shards' hooks, as any leaf's gradient)."""
+        reducing, self.reducing, self.queued = self.reducing, [], False
+        with no_grad():
+            for unit, shard, work in reducing:
+                work.wait()
+                accumulate_leaf(unit._flat, shard / unit.world_size, False)
 
     def end(self) -> None:
         self.forward_last = self.forward_now
@@ -501,13 +529,19 @@ class FullyShardedDataParallel(Module):
             self._free(h)
             return None
         dist = _dist()
+        # the reduction runs while backward goes on through the units before this one (the
+        # progress thread of the MPI backend moves it); its result reaches .grad at the end
         if self._sharded:
             shard = creation.empty(self._shard_numel, dtype=g.dtype, device=g.device)
-            dist.reduce_scatter_tensor(shard, g, group=self.process_group)
+            work = dist.reduce_scatter_tensor(shard, g, group=self.process_group,
+                                              async_op=True)
             self._free(h)
         else:
-            dist.all_reduce(g, group=self.process_group)
             shard = g
+            work = dist.all_reduce(g, group=self.process_group, async_op=True)
+        if self._tree.defer(self, shard, work):
+            return None
+        work.wait()
         return shard / self.world_size
 
     @contextlib.contextmanager
