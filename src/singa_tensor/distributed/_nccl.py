@@ -2,9 +2,10 @@
 tensors and everything host-side (the agreement check, text exchange) go over MPI, which also
 carries NCCL's unique id from rank 0 to the others at start.
 
-NCCL calls are enqueued on the current CUDA stream and return at once; a Work records a CUDA
-event after them and polls it, so a peer that never arrives still ends in a DistributedError
-(after which the NCCL communicator is aborted) instead of a hang.
+NCCL calls are enqueued on a stream of the communicator's own, after the work queued so far on
+the current stream, and return at once; a Work records a CUDA event after them and polls it,
+so a peer that never arrives still ends in a DistributedError (after which the NCCL
+communicator is aborted) instead of a hang.
 
 CuPy is imported only when this backend is chosen: machines without a GPU never load it.
 """
@@ -54,6 +55,7 @@ class NcclCommunicator(MpiCommunicator):
         uid = nccl.get_unique_id() if self.rank == 0 else None
         uid = mpi_comm.bcast(uid, root=0)
         self.nccl = nccl.NcclCommunicator(self.size, uid, self.rank)
+        self._stream = None  # the stream collectives run on, made at the first one
         self._dtypes = {
             "bool": nccl.NCCL_UINT8, "int32": nccl.NCCL_INT32, "int64": nccl.NCCL_INT64,
             "float16": nccl.NCCL_FLOAT16, "float32": nccl.NCCL_FLOAT32,
@@ -112,10 +114,21 @@ class NcclCommunicator(MpiCommunicator):
 
     # ---- wire --------------------------------------------------------------------------------
     def _launch(self, name: str, enqueue, keep, after=None) -> Work:
-        """Enqueue NCCL calls on the current stream; a Work that polls an event after them."""
+        """Enqueue NCCL calls on the communicator's own stream, after what the current stream
+        has queued so far (the kernels writing the tensors sent); a Work that polls an event
+        after them. On a stream of its own a collective runs beside the kernels queued after
+        it (FSDP's prefetched gathers, DDP's buckets) instead of between them; the buffers
+        stay referenced until the event shows it done, so no kernel reuses them earlier."""
         cupy = self._cupy
-        stream = cupy.cuda.get_current_stream()
-        enqueue(stream.ptr)
+        current = cupy.cuda.get_current_stream()
+        stream = self._stream
+        if stream is None:
+            stream = self._stream = cupy.cuda.Stream(non_blocking=True)
+        ready = cupy.cuda.Event(block=False, disable_timing=True)
+        ready.record(current)
+        stream.wait_event(ready)
+        with stream:  # CuPy copies made while enqueueing go on that stream too
+            enqueue(stream.ptr)
         event = cupy.cuda.Event(block=False, disable_timing=True)
         event.record(stream)
         w = Work(name, lambda: event.done, self.timeout, on_timeout=self.nccl.abort, keep=keep)
