@@ -7,7 +7,8 @@ One global batch per step for every row (ranks x --batch samples), SGD with mome
   broadcast their parameters after the step).
 - `FSDP full shard` / `FSDP grad-op`, the same: FullyShardedDataParallel with every Linear its
   own unit (ModuleWrapPolicy), FULL_SHARD (parameters gathered for forward and again for
-  backward) and SHARD_GRAD_OP (kept from forward to backward).
+  backward) and SHARD_GRAD_OP (kept from forward to backward); `FSDP full, fwd pf` adds
+  forward_prefetch=True (backward prefetch, BACKWARD_PRE, is on in every FSDP row).
 - `pipeline GPipe` / `pipeline 1F1B`, the same MLP cut into one stage per rank
   (pipelining.pipeline_stage), the global batch in 2 x ranks micro-batches.
 - `tensor parallel`, the same MLP over all ranks as one group: ColumnParallelLinear(784, 512)
@@ -28,6 +29,11 @@ p ranks counts 2 (p - 1) / p * n).
     python bench/bench_parallel.py                  # 2 ranks, then 4, each under mpiexec
     python bench/bench_parallel.py --worlds 2 --steps 10
     mpiexec -n 2 python bench/bench_parallel.py     # one world size
+    python bench/bench_parallel.py --only FSDP --no-progress-thread
+
+`--no-progress-thread` runs the ranks with SINGA_DIST_PROGRESS_THREAD=0: async collectives
+(DDP's buckets, FSDP's prefetched gathers and its gradient reductions) then move only while
+the rank waits for them, instead of while it computes.
 """
 
 from __future__ import annotations
@@ -145,12 +151,13 @@ def zero_mlp(ctx: Context) -> Row:
                params=list(model.parameters()), opt=opt)
 
 
-def _fsdp(ctx: Context, strategy_name: str) -> Row:
+def _fsdp(ctx: Context, strategy_name: str, forward_prefetch: bool = False) -> Row:
     from singa_tensor.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
     from singa_tensor.distributed.fsdp.wrap import ModuleWrapPolicy
 
     model = FullyShardedDataParallel(_mlp(), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}),
-                                     sharding_strategy=getattr(ShardingStrategy, strategy_name))
+                                     sharding_strategy=getattr(ShardingStrategy, strategy_name),
+                                     forward_prefetch=forward_prefetch)
     opt = _sgd(model.parameters())
     return Row(_step(model, opt, *ctx.data((784,), ctx.batch)),
                params=list(model.parameters()), opt=opt)
@@ -159,6 +166,11 @@ def _fsdp(ctx: Context, strategy_name: str) -> Row:
 @strategy("FSDP full shard", MLP)
 def fsdp_full_mlp(ctx: Context) -> Row:
     return _fsdp(ctx, "FULL_SHARD")
+
+
+@strategy("FSDP full, fwd pf", MLP)
+def fsdp_full_prefetch_mlp(ctx: Context) -> Row:
+    return _fsdp(ctx, "FULL_SHARD", forward_prefetch=True)
 
 
 @strategy("FSDP grad-op", MLP)
@@ -253,6 +265,8 @@ def _measure(args) -> dict:
     ctx = Context(world, rank, args.batch, min(args.tp, world), np.random.default_rng(rank))
     rows = {}
     for (name, model), build in STRATEGIES.items():
+        if args.only and args.only not in name:
+            continue
         row = build(ctx)
         for _ in range(args.warmup):
             row.step()
@@ -297,6 +311,9 @@ def main() -> int:
     ap.add_argument("--tp", type=int, default=2, help="ranks per group of the hybrid row")
     ap.add_argument("--worlds", default="2,4", help="world sizes to run, comma-separated")
     ap.add_argument("--json", action="store_true", help="print one JSON line (rank 0)")
+    ap.add_argument("--only", default="", help="run only the rows whose name holds this text")
+    ap.add_argument("--no-progress-thread", action="store_true",
+                    help="run the ranks with SINGA_DIST_PROGRESS_THREAD=0")
     args = ap.parse_args()
     under_mpi = any(k in os.environ for k in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"))
     if under_mpi or os.environ.get(_CHILD):
@@ -313,14 +330,18 @@ def main() -> int:
     if mpiexec is None:
         print("mpiexec not found: pip install mpi4py mpich", file=sys.stderr)
         return 1
+    progress = "0" if args.no_progress_thread else \
+        os.environ.get("SINGA_DIST_PROGRESS_THREAD", "1")
     print(f"bench_parallel: {os.cpu_count()} cores here; world sizes {args.worlds} "
-          f"(more ranks than cores oversubscribe them: their times are not comparable)")
+          f"(more ranks than cores oversubscribe them: their times are not comparable); "
+          f"SINGA_DIST_PROGRESS_THREAD={progress}")
     for n in (int(v) for v in args.worlds.split(",")):
         env = dict(os.environ, **{_CHILD: "1", "OMP_NUM_THREADS": "1",
-                                  "OPENBLAS_NUM_THREADS": "1"})
+                                  "OPENBLAS_NUM_THREADS": "1",
+                                  "SINGA_DIST_PROGRESS_THREAD": progress})
         cmd = [mpiexec, "-n", str(n), sys.executable, __file__, "--json", "--steps",
                str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch),
-               "--tp", str(args.tp)]
+               "--tp", str(args.tp), "--only", args.only]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
         if out.returncode != 0:
             print(out.stdout, out.stderr, file=sys.stderr)

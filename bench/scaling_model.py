@@ -395,8 +395,8 @@ def transformer_sections(sections: set[str], cal: dict) -> None:
             big_table(f"8.3B transformer, FSDP (one unit per layer), {net} per node", [
                 ("DDP reference (state does not fit)",
                  lambda n, b=b_node: ddp_transformer_efficiency(n, alpha, b)),
-                ("FULL_SHARD, no overlap (this project)", fs("FULL_SHARD", False)),
-                ("FULL_SHARD, prefetch overlapped", fs("FULL_SHARD", True)),
+                ("FULL_SHARD, no overlap", fs("FULL_SHARD", False)),
+                ("FULL_SHARD, overlapped (this project)", fs("FULL_SHARD", True)),
                 ("SHARD_GRAD_OP, no overlap", fs("SHARD_GRAD_OP", False)),
                 ("SHARD_GRAD_OP, prefetch overlapped", fs("SHARD_GRAD_OP", True)),
                 ("FULL_SHARD, overlapped, ring flat", fs("FULL_SHARD", True, "flat")),
