@@ -272,16 +272,13 @@ NO_FORM = {
     "NLLLoss": "checks its targets against ignore_index with `any` on the data",
     "EmbeddingBag": "sums its bags with index_add (ONNX ScatterND cannot accumulate below 16 "
                     "and our scatter form is not written)",
-    "Fold": "col2im, the adjoint of im2col, has no ONNX operator (Col2Im at opset 18 is not "
-            "written yet)",
-    "Unfold": "im2col has no ONNX operator",
     "GRUCell": "the fused cell op has no ONNX form (nn.GRU exports as ONNX GRU)",
     "LSTMCell": "the fused cell op has no ONNX form (nn.LSTM exports as ONNX LSTM)",
 }
 
 # for NO_FORM classes with a case: the op its export names
 NO_FORM_OP = {"CrossEntropyLoss": "any", "NLLLoss": "any", "EmbeddingBag": "index_add",
-              "Fold": "_col2im", "Unfold": "_im2col", "GRUCell": "_gru_cell",
+              "GRUCell": "_gru_cell",
               "LSTMCell": "_lstm_cell"}
 
 # classes that export and agree with onnxruntime on the traced inputs, but whose graph holds

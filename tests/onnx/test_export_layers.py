@@ -1,0 +1,92 @@
+"""The ONNX forms of layers whose export needs more than one node per op: Unfold/Fold, the
+recurrent cells, the class-index losses, EmbeddingBag, LocalResponseNorm and MaxUnpool. Each
+graph is exported once with symbolic leading dims, run in onnxruntime at two sizes against our
+forward, and loaded back with st.onnx.load, which must agree with onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import singa_tensor as st
+import singa_tensor.nn.functional as F
+from singa_tensor import nn
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+
+class _Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def _flat(out) -> list:
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return [np.asarray(o.numpy()) for o in outs]
+
+
+def _check(m, make, sizes=(2, 5), opset=17, dynamic=None, load=True) -> list:
+    """Export m on make(sizes[0]), run the graph at every size in onnxruntime and (load) in
+    st.onnx.load against m's own forward; returns the graph's op types. dynamic: the dims
+    of each input that are symbolic (default: dim 0 of every input)."""
+    m.eval()
+    xs = make(sizes[0])
+    names = [f"in_{i}" for i in range(len(xs))]
+    dynamic = dynamic or [[0]] * len(xs)
+    axes = {n: {d: f"{n}_{d}" for d in dims} for n, dims in zip(names, dynamic) if dims}
+    proto = st.onnx.export(m, tuple(xs), None, input_names=names, dynamic_axes=axes,
+                           opset_version=opset)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    back = st.onnx.load(proto) if load else None
+    for size in sizes:
+        st.manual_seed(size)
+        xs = make(size)
+        with st.no_grad():
+            want = _flat(m(*xs))
+        got = sess.run(None, {n: x.numpy() for n, x in zip(names, xs)})
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape, size
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"size {size}")
+        if back is not None:
+            with st.no_grad():
+                loaded = _flat(back(*xs))
+            for g, w in zip(loaded, got):
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5,
+                                           err_msg=f"loaded, size {size}")
+    return [n.op_type for n in proto.graph.node]
+
+
+# ---- Unfold and Fold ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("opset", [11, 17, 18])
+def test_unfold_is_a_grouped_conv_in_im2col_order(opset):
+    m = nn.Unfold((2, 3), dilation=(1, 2), padding=1, stride=(2, 1))
+    ops = _check(m, lambda b: (st.randn(b, 3, 5, 6),), opset=opset)
+    assert "Conv" in ops
+
+
+def test_unbatched_unfold_follows_the_width():
+    m = _Fn(lambda x: F.unfold(x, 2, stride=2))
+    assert "Conv" in _check(m, lambda w: (st.randn(3, 4, w),), sizes=(6, 8), dynamic=[[2]])
+
+
+@pytest.mark.parametrize("opset,op", [(17, "ConvTranspose"), (18, "Col2Im"), (21, "Col2Im")])
+def test_fold_is_col2im_from_opset_18_and_a_transposed_conv_below(opset, op):
+    # stride 2 over 5 rows leaves the last row to output_padding below opset 18
+    m = nn.Fold((5, 6), (2, 3), dilation=(1, 2), padding=1, stride=(2, 1))
+    assert op in _check(m, lambda b: (st.randn(b, 18, 12),), opset=opset)
+    m = nn.Fold((5, 4), 2, stride=2)
+    assert op in _check(m, lambda b: (st.randn(b, 8, 4),), opset=opset)
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+def test_unbatched_fold(opset):
+    m = _Fn(lambda x: F.fold(x, (3, 3), 2))
+    _check(m, lambda n: (st.randn(8, 4),), sizes=(1,), opset=opset, dynamic=[[]])
