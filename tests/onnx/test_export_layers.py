@@ -90,3 +90,73 @@ def test_fold_is_col2im_from_opset_18_and_a_transposed_conv_below(opset, op):
 def test_unbatched_fold(opset):
     m = _Fn(lambda x: F.fold(x, (3, 3), 2))
     _check(m, lambda n: (st.randn(8, 4),), sizes=(1,), opset=opset, dynamic=[[]])
+
+
+# ---- LocalResponseNorm --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (4, 3, 3), (3, 2, 2, 3)])
+def test_local_response_norm_of_odd_size_is_lrn(shape):
+    m = nn.LocalResponseNorm(3, alpha=0.5, beta=0.6, k=2.0)
+    assert "LRN" in _check(m, lambda b: (st.randn(b, *shape),))
+
+
+def test_local_response_norm_of_even_size_pads_before_the_channel():
+    # ONNX's LRN puts the extra channel of an even window after the channel, ours before it
+    m = nn.LocalResponseNorm(2, alpha=0.5)
+    ops = _check(m, lambda b: (st.randn(b, 4, 3, 3),))
+    assert "LRN" not in ops and "Pad" in ops
+
+
+# ---- MaxUnpool ----------------------------------------------------------------------------------
+
+
+def _pooled(n: int, size: int, unbatched: bool = False):
+    pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n]
+
+    def make(b):
+        x = st.randn(b, 2, *([size] * n))
+        out, idx = pool(x, 2, return_indices=True)
+        return (out[0], idx[0]) if unbatched else (out, idx)
+    return make
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_max_unpool_scatters_into_zeros_that_follow_the_batch(n):
+    m = {1: nn.MaxUnpool1d, 2: nn.MaxUnpool2d, 3: nn.MaxUnpool3d}[n](2)
+    assert "ScatterElements" in _check(m, _pooled(n, 4), dynamic=[[0], [0]])
+
+
+def test_max_unpool_with_output_size_and_unbatched_input():
+    # 5 rows pool to 2: the given output size keeps the fifth row (zeros)
+    m = _Fn(lambda v, i: F.max_unpool2d(v, i, 2, output_size=(5, 5)))
+    _check(m, _pooled(2, 5), dynamic=[[0], [0]])
+    m = _Fn(lambda v, i: F.max_unpool2d(v, i, 2))
+    _check(m, _pooled(2, 4, unbatched=True), sizes=(2,), dynamic=[[], []])
+
+
+# ---- losses whose masks and broadcasts follow the batch -----------------------------------------
+
+
+@pytest.mark.parametrize("var", ["same", "per_sample", "float"])
+def test_gaussian_nll_loss_follows_the_batch(var):
+    def make(b):
+        v = {"same": st.rand(b, 3) + 0.5, "per_sample": st.rand(b) + 0.5,
+             "float": None}[var]
+        return (st.randn(b, 3), st.randn(b, 3)) + ((v,) if v is not None else ())
+
+    def loss(x, t, v=0.7):
+        return F.gaussian_nll_loss(x, t, v, full=True, reduction="sum")
+    _check(_Fn(loss), make)
+
+
+def test_multilabel_margin_loss_counts_targets_in_the_graph():
+    def make(b):
+        rng = np.random.default_rng(b)
+        t = rng.integers(0, 5, (b, 5))
+        for row, end in zip(t, rng.integers(0, 6, b)):
+            row[end:end + 1] = -1  # a row ends at its first -1; what follows is ignored
+        return st.randn(b, 5), st.tensor(t)
+    for reduction in ("none", "mean"):
+        m = _Fn(lambda x, t, r=reduction: F.multilabel_margin_loss(x, t, reduction=r))
+        assert "CumSum" in _check(m, make)

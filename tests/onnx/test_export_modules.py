@@ -287,12 +287,6 @@ FIXED_BATCH = {
     "CTCLoss": "reads its targets and lengths on the host: the graph holds the traced ones",
     "FractionalMaxPool2d": "its random pooling regions are drawn per sample at trace time",
     "FractionalMaxPool3d": "its random pooling regions are drawn per sample at trace time",
-    "GaussianNLLLoss": "its variance broadcast is built at the traced shape",
-    "LocalResponseNorm": "its channel-window padding is a constant of the traced shape",
-    "MaxUnpool1d": "the zero plane it scatters into is a constant of the traced shape",
-    "MaxUnpool2d": "the zero plane it scatters into is a constant of the traced shape",
-    "MaxUnpool3d": "the zero plane it scatters into is a constant of the traced shape",
-    "MultiLabelMarginLoss": "its target mask is built at the traced shape",
     "RNNCell": "the zero initial state is a constant of the traced batch",
 }
 
