@@ -160,3 +160,44 @@ def test_multilabel_margin_loss_counts_targets_in_the_graph():
     for reduction in ("none", "mean"):
         m = _Fn(lambda x, t, r=reduction: F.multilabel_margin_loss(x, t, reduction=r))
         assert "CumSum" in _check(m, make)
+
+
+# ---- recurrent cells ----------------------------------------------------------------------------
+
+
+_CELLS = {"RNNCell": lambda bias: nn.RNNCell(4, 3, bias=bias),
+          "RNNCell-relu": lambda bias: nn.RNNCell(4, 3, bias=bias, nonlinearity="relu"),
+          "GRUCell": lambda bias: nn.GRUCell(4, 3, bias=bias),
+          "LSTMCell": lambda bias: nn.LSTMCell(4, 3, bias=bias)}
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("name", sorted(_CELLS))
+def test_cell_without_state_is_one_step_whose_zero_state_follows_the_batch(name, bias):
+    st.manual_seed(0)
+    ops = _check(_CELLS[name](bias), lambda b: (st.randn(b, 4),))
+    assert ops.count(name.split("Cell")[0]) == 1
+
+
+@pytest.mark.parametrize("name", sorted(_CELLS))
+def test_cell_with_state(name):
+    st.manual_seed(1)
+    cell = _CELLS[name](True)
+    if name == "LSTMCell":
+        m = _Fn(lambda x, h, c: cell(x, (h, c)))
+        make = (lambda b: (st.randn(b, 4), st.randn(b, 3), st.randn(b, 3)))
+    else:
+        m = _Fn(lambda x, h: cell(x, h))
+        make = (lambda b: (st.randn(b, 4), st.randn(b, 3)))
+    _check(m, make)
+
+
+def test_unbatched_cell_and_two_steps():
+    st.manual_seed(2)
+    cell = nn.LSTMCell(4, 3)
+    _check(cell, lambda n: (st.randn(4),), sizes=(1,), dynamic=[[]])
+
+    def two_steps(x):
+        h, c = cell(x[:, 0])
+        return cell(x[:, 1], (h, c))
+    assert _check(_Fn(two_steps), lambda b: (st.randn(b, 2, 4),)).count("LSTM") == 2

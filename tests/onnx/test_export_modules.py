@@ -272,14 +272,10 @@ NO_FORM = {
     "NLLLoss": "checks its targets against ignore_index with `any` on the data",
     "EmbeddingBag": "sums its bags with index_add (ONNX ScatterND cannot accumulate below 16 "
                     "and our scatter form is not written)",
-    "GRUCell": "the fused cell op has no ONNX form (nn.GRU exports as ONNX GRU)",
-    "LSTMCell": "the fused cell op has no ONNX form (nn.LSTM exports as ONNX LSTM)",
 }
 
 # for NO_FORM classes with a case: the op its export names
-NO_FORM_OP = {"CrossEntropyLoss": "any", "NLLLoss": "any", "EmbeddingBag": "index_add",
-              "GRUCell": "_gru_cell",
-              "LSTMCell": "_lstm_cell"}
+NO_FORM_OP = {"CrossEntropyLoss": "any", "NLLLoss": "any", "EmbeddingBag": "index_add"}
 
 # classes that export and agree with onnxruntime on the traced inputs, but whose graph holds
 # the traced batch size (or values) in a constant, so it does not run at another batch
@@ -287,7 +283,6 @@ FIXED_BATCH = {
     "CTCLoss": "reads its targets and lengths on the host: the graph holds the traced ones",
     "FractionalMaxPool2d": "its random pooling regions are drawn per sample at trace time",
     "FractionalMaxPool3d": "its random pooling regions are drawn per sample at trace time",
-    "RNNCell": "the zero initial state is a constant of the traced batch",
 }
 
 
