@@ -183,12 +183,11 @@ def test_cell_without_state_is_one_step_whose_zero_state_follows_the_batch(name,
 def test_cell_with_state(name):
     st.manual_seed(1)
     cell = _CELLS[name](True)
-    if name == "LSTMCell":
-        m = _Fn(lambda x, h, c: cell(x, (h, c)))
-        make = (lambda b: (st.randn(b, 4), st.randn(b, 3), st.randn(b, 3)))
-    else:
-        m = _Fn(lambda x, h: cell(x, h))
-        make = (lambda b: (st.randn(b, 4), st.randn(b, 3)))
+    lstm = name == "LSTMCell"
+    m = _Fn(lambda x, h, c: cell(x, (h, c))) if lstm else _Fn(lambda x, h: cell(x, h))
+
+    def make(b):
+        return (st.randn(b, 4), st.randn(b, 3)) + ((st.randn(b, 3),) if lstm else ())
     _check(m, make)
 
 
@@ -201,3 +200,65 @@ def test_unbatched_cell_and_two_steps():
         h, c = cell(x[:, 0])
         return cell(x[:, 1], (h, c))
     assert _check(_Fn(two_steps), lambda b: (st.randn(b, 2, 4),)).count("LSTM") == 2
+
+
+# ---- class-index losses -------------------------------------------------------------------------
+
+
+def _classes(*spatial, ignore=-100):
+    def make(b):
+        t = st.randint(0, 4, (b, *spatial))
+        t.reshape(-1)[0] = ignore  # one ignored position, wherever the batch puts it
+        return st.randn(b, 4, *spatial), t
+    return make
+
+
+_WEIGHT = st.tensor([0.5, 2.0, 1.0, 1.5])
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_cross_entropy_is_softmax_cross_entropy_loss(reduction, weighted, smoothing):
+    m = nn.CrossEntropyLoss(weight=_WEIGHT if weighted else None, reduction=reduction,
+                            label_smoothing=smoothing, ignore_index=3)
+    ops = _check(m, _classes(ignore=3))
+    assert ops.count("SoftmaxCrossEntropyLoss") == 1
+    ops = _check(m, _classes(2, 3, ignore=3), opset=13)  # (N, C, d1, d2) scores
+    assert ops.count("SoftmaxCrossEntropyLoss") == 1
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_loss_is_negative_log_likelihood_loss(reduction, weighted):
+    m = nn.NLLLoss(weight=_WEIGHT if weighted else None, reduction=reduction)
+    ops = _check(m, _classes())
+    assert ops.count("NegativeLogLikelihoodLoss") == 1
+    _check(m, _classes(3))
+
+
+def test_class_losses_of_an_unbatched_input():
+    def make(_):
+        return st.randn(4), st.tensor(2)
+    for reduction in ("none", "mean"):
+        _check(_Fn(lambda x, t, r=reduction: F.cross_entropy(x, t, reduction=r,
+                                                             label_smoothing=0.1)),
+               make, sizes=(1,), dynamic=[[], []])
+        _check(_Fn(lambda x, t, r=reduction: F.nll_loss(x, t, reduction=r)), make, sizes=(1,),
+               dynamic=[[], []])
+
+
+def test_class_losses_below_opset_12():
+    # nll_loss runs as its ops (its ignored positions a mask the graph computes); the fused
+    # cross entropy has no form there and says what it needs
+    ops = _check(nn.NLLLoss(), _classes(), opset=11)
+    assert "NegativeLogLikelihoodLoss" not in ops and "Equal" in ops
+    with pytest.raises(RuntimeError, match="cross_entropy with class-index targets needs "
+                                           "opset 12 or later"):
+        st.onnx.export(nn.CrossEntropyLoss(), _classes()(2), None, opset_version=11)
+
+
+def test_cross_entropy_with_probability_targets_runs_its_ops():
+    m = nn.CrossEntropyLoss(label_smoothing=0.1)
+    ops = _check(m, lambda b: (st.randn(b, 4), st.rand(b, 4).softmax(1)), opset=11)
+    assert "SoftmaxCrossEntropyLoss" not in ops

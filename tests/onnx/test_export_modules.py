@@ -268,14 +268,12 @@ NO_FORM = {
     "ParameterList": "a container without a forward of its own",
     "RNNBase": "the base class of RNN/LSTM/GRU, built through them",
     "RNNCellBase": "the base class of the recurrent cells, built through them",
-    "CrossEntropyLoss": "checks its targets against ignore_index with `any` on the data",
-    "NLLLoss": "checks its targets against ignore_index with `any` on the data",
     "EmbeddingBag": "sums its bags with index_add (ONNX ScatterND cannot accumulate below 16 "
                     "and our scatter form is not written)",
 }
 
 # for NO_FORM classes with a case: the op its export names
-NO_FORM_OP = {"CrossEntropyLoss": "any", "NLLLoss": "any", "EmbeddingBag": "index_add"}
+NO_FORM_OP = {"EmbeddingBag": "index_add"}
 
 # classes that export and agree with onnxruntime on the traced inputs, but whose graph holds
 # the traced batch size (or values) in a constant, so it does not run at another batch
