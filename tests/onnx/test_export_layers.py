@@ -262,3 +262,46 @@ def test_cross_entropy_with_probability_targets_runs_its_ops():
     m = nn.CrossEntropyLoss(label_smoothing=0.1)
     ops = _check(m, lambda b: (st.randn(b, 4), st.rand(b, 4).softmax(1)), opset=11)
     assert "SoftmaxCrossEntropyLoss" not in ops
+
+
+# ---- EmbeddingBag -------------------------------------------------------------------------------
+
+
+def _bags_1d(with_weights=False, last=False):
+    """b bags over 3 * b indices with offsets that leave bag 1 empty (and, with last, put the
+    final indices in no bag)."""
+    def make(b):
+        n = 3 * b
+        offsets = [0, 2, 2] + list(range(4, n - 1, 2))[:b - 3] if b > 2 else [0, 2][:b]
+        offsets = offsets + [n - 1] if last else offsets
+        out = (st.randint(0, 6, (n,)), st.tensor(offsets))
+        return out + ((st.randn(n),) if with_weights else ())
+    return make
+
+
+@pytest.mark.parametrize("padding_idx", [None, 2])
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_of_rows(mode, padding_idx):
+    st.manual_seed(3)
+    m = nn.EmbeddingBag(6, 3, mode=mode, padding_idx=padding_idx)
+    # a row of padding only is an empty bag: zeros
+    ops = _check(m, lambda b: (st.tensor(np.r_[np.full((1, 3), 2), np.random.default_rng(
+        b).integers(0, 6, (b - 1, 3))]),))
+    assert "Gather" in ops
+
+
+@pytest.mark.parametrize("opset", [11, 18])
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_with_offsets_follows_indices_and_offsets(mode, last, opset):
+    st.manual_seed(4)
+    m = nn.EmbeddingBag(6, 3, mode=mode, include_last_offset=last, padding_idx=1)
+    _check(m, _bags_1d(last=last), sizes=(5, 7), opset=opset)
+
+
+def test_embedding_bag_per_sample_weights():
+    st.manual_seed(5)
+    m = nn.EmbeddingBag(6, 3, mode="sum")
+    _check(m, _bags_1d(with_weights=True), sizes=(5, 7))
+    _check(_Fn(lambda x, w: m(x, per_sample_weights=w)),
+           lambda b: (st.randint(0, 6, (b, 4)), st.randn(b, 4)))
