@@ -18,7 +18,7 @@ import singa_tensor as st
 from singa_tensor import _execution
 from singa_tensor import ops as _ops
 from singa_tensor.autograd import no_grad as _no_grad
-from singa_tensor.ops._registry import broadcast_shapes
+from singa_tensor.ops._registry import broadcast_shapes, traced
 from singa_tensor.ops.loss import softmax_cross_entropy as _softmax_cross_entropy
 from singa_tensor.tensor import Tensor
 
@@ -274,8 +274,11 @@ def _class_targets(op: str, input: Tensor, target: Tensor, ignore_index: int) ->
         )
     n_classes = input.shape[cdim]
     target = target.to(st.int64)
-    if target._device.type == "cpu" and not _execution.running_count:
-        # eager, on the host: numpy checks the values where it reads them (no tensor ops)
+    ex = _execution.current() if _execution.running_count else None
+    tracing = ex is not None and ex.tracing
+    if (target._device.type == "cpu" and ex is None) or tracing:
+        # eager, on the host: numpy checks the values where it reads them (no tensor ops);
+        # an ONNX trace checks its traced targets the same way, outside the graph
         t = target.numpy()
         valid = t != int(ignore_index)
         bad = valid & ((t < 0) | (t >= n_classes))
@@ -285,6 +288,8 @@ def _class_targets(op: str, input: Tensor, target: Tensor, ignore_index: int) ->
                 f"classes (expected values in [0, {n_classes - 1}] or "
                 f"ignore_index={ignore_index})"
             )
+        if tracing:  # the graph finds the ignored positions of whatever targets it is given
+            return cdim, n_classes, target, target == int(ignore_index)
         ignored = None if valid.all() else st.tensor(~valid)
         return cdim, n_classes, target, ignored
     with _no_grad():
@@ -345,6 +350,7 @@ def _nll(op: str, input: Tensor, target: Tensor, weight, ignore_index: int, redu
 
 
 @_low_dtype_result
+@traced("_nll_loss")
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
              ignore_index: int = -100, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of class-index targets given log-probabilities.
@@ -364,6 +370,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
 
 
 @_low_dtype_result
+@traced("_cross_entropy")
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                   ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
@@ -467,9 +474,7 @@ def _cross_entropy_probs(input, target, weight, reduction, label_smoothing, cdim
         view[cdim] = n_classes
         terms = terms * weight.reshape(view)
     loss = -terms.sum(cdim)
-    if reduction == "mean":
-        # PyTorch divides by the number of samples (positions), even with class weights
-        return loss.sum() / float(loss.numel()) if loss.numel() else loss.mean()
+    # the mean divides by the number of positions, even with class weights (as PyTorch)
     return _reduce(loss, reduction)
 
 
@@ -521,3 +526,7 @@ __all__ = [
 from ..amp.autocast_mode import wrap_float32_functions as _wrap_float32  # noqa: E402
 
 _wrap_float32(globals())
+
+# the registry's specs of the two traced losses name their public functions, as every spec does
+_ops.loss.NLLLoss.fn = staticmethod(nll_loss)
+_ops.loss.CrossEntropyLoss.fn = staticmethod(cross_entropy)

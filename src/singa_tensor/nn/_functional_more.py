@@ -12,6 +12,7 @@ import math
 from typing import Callable
 
 import singa_tensor as st
+from singa_tensor.autograd import is_grad_enabled
 from singa_tensor.autograd import no_grad as _no_grad
 from singa_tensor.ops.more_nn import (
     bilinear,
@@ -223,7 +224,16 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
     eps = _margin(op, eps, "eps")
     _check_float(op, "input", input)
     if isinstance(var, (int, float)) and not isinstance(var, bool):
-        var = st.full(tuple(input.shape), float(var), dtype=input.dtype, device=input.device)
+        if var < 0:
+            raise ValueError(f"{op}: var has negative entry/entries")
+        # one variance for every element: a Python number, so no tensor of the input's shape
+        # is made for it (an ONNX export would hold that tensor's traced shape)
+        input, target = _pointwise_pair(op, input, target)
+        v = max(float(var), eps)
+        loss = 0.5 * (math.log(v) + (input - target) ** 2 / v)
+        if full:
+            loss = loss + 0.5 * math.log(2 * math.pi)
+        return _reduce(loss, reduction)
     _check_float(op, "var", var)
     input, target = _pointwise_pair(op, input, target)
     if tuple(var.shape) != tuple(input.shape):
@@ -235,7 +245,11 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
     with _no_grad():
         if (var < 0).any().item():
             raise ValueError(f"{op}: var has negative entry/entries")
-    var = var + (var.clamp(min=eps) - var).detach()
+    clamped = var.clamp(min=eps)
+    # the clamp passes var's gradient through unchanged; without gradients (inference, ONNX
+    # export) the clamped value is all there is, and a detached tensor would be a constant
+    var = var + (clamped - var).detach() if var.requires_grad and is_grad_enabled() \
+        else clamped
     loss = 0.5 * (var.log() + (input - target) ** 2 / var)
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
@@ -342,16 +356,20 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, reduction: str = "mean
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"{op}: target of shape {tuple(target.shape)} must have the input's "
                          f"shape {tuple(input.shape)}")
-    rows = target.reshape(n, c).tolist()
-    count = [[0.0] * c for _ in range(n)]
-    for r, row in enumerate(rows):
+    t = target.reshape(n, c)
+    for row in t.tolist():
         for j in row:
             if j < 0:
                 break
             if j >= c:
                 raise IndexError(f"{op}: target value {j} out of range for {c} classes")
-            count[r][j] += 1.0
-    cnt = st.tensor(count, dtype=x.dtype, device=x.device)  # how often each class is a target
+    # how often each class is a target, with tensor ops (an exported graph counts any batch):
+    # a row lists classes up to its first negative entry
+    t = t.to(st.int64)
+    listed = (t < 0).to(st.int64).cumsum(1) == 0
+    classes = st.arange(c, dtype=st.int64, device=x.device).reshape(1, 1, c)
+    hits = st.logical_and(t.unsqueeze(2) == classes, listed.unsqueeze(2))
+    cnt = hits.to(x.dtype).sum(dim=1)
     non = (cnt == 0).to(x.dtype)
     # h[n, j, i] = max(0, 1 - x[n, j] + x[n, i])
     h = (1.0 - x.unsqueeze(2) + x.unsqueeze(1)).clamp(min=0.0)

@@ -16,6 +16,7 @@ import math
 from .. import creation
 from .. import ops as _ops
 from ..ops import rnn as _cells
+from ..ops import rnn_traced as _traced
 from ..tensor import Tensor
 from . import functional as F
 from . import init
@@ -243,7 +244,7 @@ class RNNBase(Module):
             dirs = 2 if self.bidirectional else 1
             weights = [self._weights(k, d)[:4] for k in range(self.num_layers)
                        for d in range(dirs)]
-            res = _cells.recurrent(
+            res = _traced.recurrent(
                 self.mode, input, weights, states[0], states[1] if len(states) > 1 else None,
                 self.bidirectional, self.batch_first, lambda: self._run_padded(x, bsz, states))
             out, finals = res[0], list(res[1:])
@@ -475,7 +476,7 @@ class RNNCellBase(Module):
         return s if self.bias else s + ", bias=False"
 
     def _prepare(self, input, states, names: tuple) -> tuple:
-        """(input as (batch, input_size), states as (batch, hidden) or zeros, unbatched)."""
+        """(input as (batch, input_size), states as (batch, hidden) or None, unbatched)."""
         op = type(self).__name__
         if not isinstance(input, Tensor):
             raise TypeError(f"{op}: input must be a Tensor, got {type(input).__name__}")
@@ -493,13 +494,23 @@ class RNNCellBase(Module):
         want = (x.shape[0], self.hidden_size)
         out = []
         for s, name in zip(states, names):
-            if s is None:
-                s = creation.zeros(*want, dtype=x.dtype, device=x.device)
-            else:
+            if s is not None:
                 _check_state(op, s, want[1:] if unbatched else want, name)
                 s = s.unsqueeze(0) if unbatched else s
             out.append(s)
         return x, out, unbatched
+
+    def _step(self, mode: str, x: Tensor, states: list, step):
+        """step(*states) with missing states as zeros, traced as one cell op (an ONNX export
+        leaves the missing states out of its node, so they follow the batch)."""
+        def run():
+            zeros = [creation.zeros(x.shape[0], self.hidden_size, dtype=x.dtype,
+                                    device=x.device) if s is None else s for s in states]
+            return step(*zeros)
+
+        weights = (self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        return _traced.recurrent_cell(mode, x, weights, states[0],
+                                      states[1] if len(states) > 1 else None, run)
 
     def _gates_x(self, x: Tensor) -> Tensor:
         if self.bias_ih is not None:
@@ -531,11 +542,16 @@ class RNNCell(RNNCellBase):
         self.nonlinearity = nonlinearity
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
-        x, (h,), unbatched = self._prepare(input, (hx,), ("hx",))
-        a = self._gates_x(x) + _ops.matmul(h, self.weight_hh.t())
-        if self.bias_hh is not None:
-            a = a + self.bias_hh
-        out = a.tanh() if self.nonlinearity == "tanh" else a.relu()
+        x, states, unbatched = self._prepare(input, (hx,), ("hx",))
+
+        def step(h):
+            a = self._gates_x(x) + _ops.matmul(h, self.weight_hh.t())
+            if self.bias_hh is not None:
+                a = a + self.bias_hh
+            return a.tanh() if self.nonlinearity == "tanh" else a.relu()
+
+        out = self._step("RNN_TANH" if self.nonlinearity == "tanh" else "RNN_RELU", x, states,
+                         step)
         return out.squeeze(0) if unbatched else out
 
 
@@ -558,9 +574,13 @@ class LSTMCell(RNNCellBase):
     def forward(self, input: Tensor, hx: tuple | None = None) -> tuple[Tensor, Tensor]:
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
             raise TypeError(f"LSTMCell: hx must be a tuple (h_0, c_0), got {type(hx).__name__}")
-        x, (h, c), unbatched = self._prepare(input, hx or (None, None), ("h_0", "c_0"))
-        gh = _in_dtype(_ops.matmul(h, self.weight_hh.t()), h)
-        h, c = _cells.lstm_cell(self._gates_x(x), gh, self.bias_hh, c)
+        x, states, unbatched = self._prepare(input, hx or (None, None), ("h_0", "c_0"))
+
+        def step(h, c):
+            gh = _in_dtype(_ops.matmul(h, self.weight_hh.t()), h)
+            return _cells.lstm_cell(self._gates_x(x), gh, self.bias_hh, c)
+
+        h, c = self._step("LSTM", x, states, step)
         return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
 
 
@@ -580,7 +600,11 @@ class GRUCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
-        x, (h,), unbatched = self._prepare(input, (hx,), ("hx",))
-        gh = _in_dtype(_ops.matmul(h, self.weight_hh.t()), h)
-        out = _cells.gru_cell(self._gates_x(x), gh, self.bias_hh, h)
+        x, states, unbatched = self._prepare(input, (hx,), ("hx",))
+
+        def step(h):
+            gh = _in_dtype(_ops.matmul(h, self.weight_hh.t()), h)
+            return _cells.gru_cell(self._gates_x(x), gh, self.bias_hh, h)
+
+        out = self._step("GRU", x, states, step)
         return out.squeeze(0) if unbatched else out

@@ -43,6 +43,7 @@ from . import (
     reduce_ext,
     reduce_more,
     rnn,
+    rnn_traced,
     shape,
     sort,
     subscript,
@@ -66,8 +67,8 @@ from .inplace import copy_, fill_, zero_
 # the families whose __all__ make up the public functions (st.exp, st.linear ...), in the
 # order their names are looked up
 _FAMILIES = [elementwise, layout, reduce, shape, masks, padding, index, subscript, conv, norm,
-             linalg, reduce_ext, loss, fused_updates, attention, attention_fused, rnn, dense,
-             sort, activation, pooling, rearrange, more_shape, more_index, more_scatter,
+             linalg, reduce_ext, loss, fused_updates, attention, attention_fused, rnn, rnn_traced,
+             dense, sort, activation, pooling, rearrange, more_shape, more_index, more_scatter,
              linalg_decomp, linalg_compose, more_nn, more_sampling, pointwise_more,
              matrix_more, reduce_more, conv3d, linalg_more, aliases, numeric, numeric_special]
 for _mod in reversed(_FAMILIES):

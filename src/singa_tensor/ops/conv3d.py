@@ -458,7 +458,7 @@ def _unpool_samples(nsp, seed):
     return samples
 
 
-@composite("max_unpool1d", _unpool_np, samples=_unpool_samples(1, 65))
+@composite("max_unpool1d", _unpool_np, onnx="ScatterElements", samples=_unpool_samples(1, 65))
 def max_unpool1d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0,
                  output_size=None) -> Tensor:
     """The partial inverse of max_pool1d: each value of (N, C, L) or (C, L) goes to its
@@ -475,7 +475,7 @@ def max_unpool1d(input: Tensor, indices: Tensor, kernel_size, stride=None, paddi
                        output_size)
 
 
-@composite("max_unpool2d", _unpool_np, samples=_unpool_samples(2, 66))
+@composite("max_unpool2d", _unpool_np, onnx="ScatterElements", samples=_unpool_samples(2, 66))
 def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0,
                  output_size=None) -> Tensor:
     """The partial inverse of max_pool2d: values of (N, C, H, W) or (C, H, W) go to their
@@ -492,7 +492,7 @@ def max_unpool2d(input: Tensor, indices: Tensor, kernel_size, stride=None, paddi
                        output_size)
 
 
-@composite("max_unpool3d", _unpool_np, samples=_unpool_samples(3, 67))
+@composite("max_unpool3d", _unpool_np, onnx="ScatterElements", samples=_unpool_samples(3, 67))
 def max_unpool3d(input: Tensor, indices: Tensor, kernel_size, stride=None, padding=0,
                  output_size=None) -> Tensor:
     """The partial inverse of max_pool3d: values of (N, C, D, H, W) or (C, D, H, W) go to
@@ -698,6 +698,31 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
 # the names PyTorch also has at the top level (torch.conv3d ...); the pooling forms are
 # nn.functional's only
 # one ConvTranspose node for every rank (the form lives next to conv_transpose2d's)
+def _max_unpool_onnx(cls, b, args, attrs, outs):
+    """ScatterElements of each plane's values at their indices into a zero plane whose
+    leading dims (N, C) come from the input's Shape, so the graph follows the batch. (ONNX
+    MaxUnpool reads indices flattened over the whole tensor; ours index each plane.)"""
+    from onnx import numpy_helper
+
+    x, idx = args["input"], args["indices"]
+    nsp = int(cls.name[-2])
+    size = _unpool_size(cls.name, nsp, x.shape[-nsp:], args["kernel_size"], args["stride"],
+                        args["padding"], args["output_size"])
+    lead = x.ndim - nsp
+    keep = [0] * lead
+    (values,) = b.node("Reshape", [b.value(x), b.ints(keep + [-1])])
+    (where,) = b.node("Reshape", [b.value(idx), b.ints(keep + [-1])])
+    (shape,) = b.node("Shape", [b.value(x)])
+    (head,) = b.node("Slice", [shape, b.ints([0]), b.ints([lead]), b.ints([0])])
+    (full,) = b.node("Concat", [head, b.ints([int(np.prod(size))])], axis=0)
+    zero = numpy_helper.from_array(np.zeros(1, dtype=np.dtype(x.dtype.name)), "value")
+    (zeros,) = b.node("ConstantOfShape", [full], value=zero)
+    (y,) = b.node("ScatterElements", [zeros, where, values], axis=lead)
+    b.node("Reshape", [y, b.ints(keep + list(size))], outputs=outs)
+
+
+for _name in ("max_unpool1d", "max_unpool2d", "max_unpool3d"):
+    REGISTRY[_name].onnx_export = classmethod(_max_unpool_onnx)
 REGISTRY["conv_transpose1d"].onnx_export = classmethod(_conv_transpose_onnx)
 REGISTRY["conv_transpose3d"].onnx_export = classmethod(_conv_transpose_onnx)
 

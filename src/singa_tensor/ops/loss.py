@@ -121,3 +121,141 @@ def softmax_cross_entropy(x: Tensor, target: Tensor, weight: Tensor | None = Non
 
 
 SoftmaxCrossEntropy.fn = staticmethod(softmax_cross_entropy)
+
+
+# ---- the class-index losses, as ONNX sees them ---------------------------------------------------
+
+
+@register
+class NLLLoss(OpSpec):
+    """nn.functional.nll_loss traced as one op, so that ONNX export writes one
+    NegativeLogLikelihoodLoss node (opset 12+; below, the ops it runs)."""
+
+    name = "_nll_loss"  # internal: reached through nn.functional.nll_loss
+    onnx = "NegativeLogLikelihoodLoss"
+    composite = True
+
+    @staticmethod
+    def reference(*args, **kwargs):  # pragma: no cover - the loss has its own tests
+        raise NotImplementedError
+
+
+@register
+class CrossEntropyLoss(OpSpec):
+    """nn.functional.cross_entropy traced as one op, so that ONNX export writes one
+    SoftmaxCrossEntropyLoss node (opset 12+; label smoothing adds its uniform term from the
+    node's log-probabilities)."""
+
+    name = "_cross_entropy"  # internal: reached through nn.functional.cross_entropy
+    onnx = "SoftmaxCrossEntropyLoss"
+    composite = True
+
+    @staticmethod
+    def reference(*args, **kwargs):  # pragma: no cover - the loss has its own tests
+        raise NotImplementedError
+
+
+def _class_loss_inputs(b, args):
+    """(scores, int64 labels, weight or "", unbatched) value names of a class-index loss: an
+    unbatched (C,) input becomes a batch of one."""
+    from ..onnx._export import onnx_type
+    from .shape import onnx_axes_node
+
+    x, t, w = args["input"], args["target"], args["weight"]
+    scores, labels = b.value(x), b.value(t)
+    if t.dtype is not _dt.int64:
+        (labels,) = b.node("Cast", [labels], to=onnx_type(_dt.int64))
+    unbatched = x.ndim == 1
+    if unbatched:
+        scores = onnx_axes_node(b, "Unsqueeze", scores, [0])
+        labels = onnx_axes_node(b, "Unsqueeze", labels, [0])
+    weight = "" if w is None else b.value(w)
+    if w is not None and w.dtype is not x.dtype:
+        (weight,) = b.node("Cast", [weight], to=onnx_type(x.dtype))
+    return scores, labels, weight, unbatched
+
+
+def _class_loss_usable(b, args) -> bool:
+    """Whether the ONNX loss node applies: opset 12+, float32/float64 scores, class indices."""
+    x, t = args["input"], args["target"]
+    return b.opset >= 12 and x.dtype in (_dt.float32, _dt.float64) and \
+        not t.dtype.is_floating_point
+
+
+def _finish(b, y: str, unbatched: bool, reduction: str, outs) -> None:
+    from .shape import onnx_axes_node
+
+    if unbatched and reduction == "none":
+        onnx_axes_node(b, "Squeeze", y, [0], outs)
+    else:
+        b.node("Identity", [y], outputs=outs)
+
+
+def _nll_loss_onnx(cls, b, args, attrs, outs):
+    if not _class_loss_usable(b, args):
+        return NotImplemented
+    scores, labels, weight, unbatched = _class_loss_inputs(b, args)
+    reduction = args["reduction"]
+    (y,) = b.node("NegativeLogLikelihoodLoss", [scores, labels] + ([weight] if weight else []),
+                  reduction=reduction, ignore_index=int(args["ignore_index"]))
+    _finish(b, y, unbatched, reduction, outs)
+    return None
+
+
+def _cross_entropy_onnx(cls, b, args, attrs, outs):
+    """SoftmaxCrossEntropyLoss. With label smoothing s over C classes a position's loss is
+    (1 - s) nll - s / C * sum_c w_c logp_c (0 where ignored): the node gives nll (unreduced)
+    and logp, and the mean divides by the summed weights of the counted targets."""
+    from ..onnx._export import onnx_type
+    from .reduce import onnx_reduce
+
+    if b.opset < 12 and not args["target"].dtype.is_floating_point:
+        raise RuntimeError(f"onnx export: cross_entropy with class-index targets needs opset 12 "
+                           f"or later (SoftmaxCrossEntropyLoss), got opset {b.opset}")
+    if not _class_loss_usable(b, args):
+        return NotImplemented
+    x, smoothing = args["input"], float(args["label_smoothing"])
+    scores, labels, weight, unbatched = _class_loss_inputs(b, args)
+    reduction, ignore = args["reduction"], int(args["ignore_index"])
+    ins = [scores, labels] + ([weight] if weight else [])
+    if smoothing == 0.0:
+        (y,) = b.node("SoftmaxCrossEntropyLoss", ins, reduction=reduction, ignore_index=ignore)
+        _finish(b, y, unbatched, reduction, outs)
+        return None
+
+    def reduce_sum(name: str, dims) -> str:
+        out = b.fresh("ReduceSum")
+        onnx_reduce(b, "ReduceSum", name, dims, False, [out])
+        return out
+
+    nll, logp = b.node("SoftmaxCrossEntropyLoss", ins, 2, reduction="none",
+                       ignore_index=ignore)
+    n_classes = x.shape[0 if unbatched else 1]
+    if weight:
+        view = [1, n_classes] + [1] * (x.ndim - (1 if unbatched else 2))
+        (logp,) = b.node("Mul", [logp, b.node("Reshape", [weight, b.ints(view)])[0]])
+    (counted,) = b.node("Not", [b.node("Equal", [labels, b.ints([ignore])])[0]])
+    zero = b.scalar(0.0, x)
+    (smooth,) = b.node("Where", [counted, reduce_sum(logp, [1]), zero])
+    (kept,) = b.node("Mul", [nll, b.scalar(1.0 - smoothing, x)])
+    (spread,) = b.node("Mul", [smooth, b.scalar(-smoothing / n_classes, x)])
+    (loss,) = b.node("Add", [kept, spread])
+    if reduction == "none":
+        _finish(b, loss, unbatched, reduction, outs)
+        return None
+    dims = list(range(args["target"].ndim + (1 if unbatched else 0)))
+    y = reduce_sum(loss, dims)
+    if reduction == "mean":
+        if weight:
+            (safe,) = b.node("Where", [counted, labels, b.ints([0])])
+            (per,) = b.node("Where", [counted, b.node("Gather", [weight, safe], axis=0)[0],
+                                      zero])
+        else:
+            (per,) = b.node("Cast", [counted], to=onnx_type(x.dtype))
+        (y,) = b.node("Div", [y, reduce_sum(per, dims)])
+    b.node("Identity", [y], outputs=outs)
+    return None
+
+
+NLLLoss.onnx_export = classmethod(_nll_loss_onnx)
+CrossEntropyLoss.onnx_export = classmethod(_cross_entropy_onnx)

@@ -13,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import autograd as _ag
+from .. import dtype as _dt
 from ..creation import tensor as _tensor_of
 from ..creation import zeros as _zeros
 from ..tensor import Tensor
-from ._registry import composite, expect_tensor
+from ._registry import REGISTRY, composite, expect_tensor
 from .dense import padding_index
 from .elementwise import where
 from .index import index_select
@@ -395,7 +396,7 @@ def _embedding_bag_np(input, weight, offsets=None, max_norm=None, norm_type=2.0,
 _E = _rng.standard_normal((6, 3))
 
 
-@composite("embedding_bag", _embedding_bag_np, samples=lambda: [
+@composite("embedding_bag", _embedding_bag_np, onnx="Gather", samples=lambda: [
     ((np.array([0, 2, 1, 5, 2]), _E, np.array([0, 2, 2])), {"mode": "sum"}),
     ((np.array([[0, 2, 1], [5, 2, 3]]), _E), {"mode": "mean", "padding_idx": 2}),
     ((np.array([0, 2, 1, 5, 2]), _E, np.array([0, 1, 3, 5])),
@@ -534,5 +535,98 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
         y = y + bias
     return y.reshape(*lead, out)
 
+
+
+
+# ---- ONNX forms (OpSpec.onnx_export) -------------------------------------------------------------
+
+
+def _embedding_bag_onnx(cls, b, args, attrs, outs):
+    """Gather of the rows, then one reduction over the members of each bag. The rows of a 2-D
+    input are its bags; for a 1-D input the graph compares each position with the bags'
+    [offset, next offset) ranges, so both the indices and the offsets may change length. Left
+    out members (padding_idx, other bags) are masked with Where before the reduction."""
+    from ..onnx._export import onnx_type
+    from .reduce import onnx_reduce
+    from .shape import _INT64_MAX, onnx_axes_node
+
+    x, w, offsets = args["input"], args["weight"], args["offsets"]
+    mode, psw, pad = args["mode"], args["per_sample_weights"], args["padding_idx"]
+    if x.numel() == 0:
+        return NotImplemented
+    int64 = onnx_type(_dt.int64)
+
+    def as_int64(t):
+        name = b.value(t)
+        return name if t.dtype is _dt.int64 else b.node("Cast", [name], to=int64)[0]
+
+    def reduce(op, name, keep=False):
+        out = b.fresh(op)
+        onnx_reduce(b, op, name, [1], keep, [out])
+        return out
+
+    ids = as_int64(x)
+    (rows,) = b.node("Gather", [b.value(w), ids], axis=0)
+    scale = None if psw is None else b.value(psw)
+    member = None
+    if pad is not None:  # positions holding padding_idx belong to no bag
+        pad = pad + w.shape[0] if pad < 0 else pad
+        (member,) = b.node("Not", [b.node("Equal", [ids, b.ints([pad])])[0]])
+    if x.ndim == 2:  # (B, L, D): the members of bag k are row k
+        if member is not None:
+            member = onnx_axes_node(b, "Unsqueeze", member, [2])
+        if scale is not None:
+            scale = onnx_axes_node(b, "Unsqueeze", scale, [2])
+    else:  # (N, D) rows; member[k, i]: offsets[k] <= i < the next offset (or N)
+        offs = as_int64(offsets)
+        (n,) = b.node("Shape", [ids])
+        if args["include_last_offset"]:
+            (starts,) = b.node("Slice", [offs, b.ints([0]), b.ints([-1])])
+            (ends,) = b.node("Slice", [offs, b.ints([1]), b.ints([_INT64_MAX])])
+        else:
+            starts = offs
+            (rest,) = b.node("Slice", [offs, b.ints([1]), b.ints([_INT64_MAX])])
+            (ends,) = b.node("Concat", [rest, n], axis=0)
+        (count,) = b.node("Gather", [n, b.const(np.asarray(0, dtype=np.int64))], axis=0)
+        (pos,) = b.node("Range", [b.const(np.asarray(0, dtype=np.int64)), count,
+                                  b.const(np.asarray(1, dtype=np.int64))])
+        pos = onnx_axes_node(b, "Unsqueeze", pos, [0])  # (1, N)
+        (after,) = b.node("Not", [b.node("Greater", [onnx_axes_node(
+            b, "Unsqueeze", starts, [1]), pos])[0]])
+        (before,) = b.node("Less", [pos, onnx_axes_node(b, "Unsqueeze", ends, [1])])
+        (inside,) = b.node("And", [after, before])  # (B, N)
+        if member is not None:
+            (inside,) = b.node("And", [inside, onnx_axes_node(b, "Unsqueeze", member, [0])])
+        member = onnx_axes_node(b, "Unsqueeze", inside, [2])  # (B, N, 1)
+        rows = onnx_axes_node(b, "Unsqueeze", rows, [0])  # (1, N, D)
+        if scale is not None:
+            (scale,) = b.node("Reshape", [scale, b.ints([1, -1, 1])])
+    zero = b.scalar(0.0, w)
+    if mode == "max":
+        if member is None:
+            b.node("Identity", [reduce("ReduceMax", rows)], outputs=outs)
+            return None
+        (picked,) = b.node("Where", [member, rows, b.scalar(float("-inf"), w)])
+        top = reduce("ReduceMax", picked)
+        (empty,) = b.node("Equal", [top, b.scalar(float("-inf"), w)])  # an empty bag: zeros
+        b.node("Where", [empty, zero, top], outputs=outs)
+        return None
+    if scale is not None:
+        (rows,) = b.node("Mul", [rows, scale])
+    if member is None:
+        b.node("Identity", [reduce("ReduceSum" if mode == "sum" else "ReduceMean", rows)],
+               outputs=outs)
+        return None
+    total = reduce("ReduceSum", b.node("Where", [member, rows, zero])[0])
+    if mode == "sum":
+        b.node("Identity", [total], outputs=outs)
+        return None
+    sizes = reduce("ReduceSum", b.node("Cast", [member], to=onnx_type(w.dtype))[0])
+    (sizes,) = b.node("Max", [sizes, b.scalar(1.0, w)])  # an empty bag's mean is zeros
+    b.node("Div", [total, sizes], outputs=outs)  # (B, D) / (B, 1)
+    return None
+
+
+REGISTRY["embedding_bag"].onnx_export = classmethod(_embedding_bag_onnx)
 
 __all__: list[str] = []  # nn.functional names, not st.* ones

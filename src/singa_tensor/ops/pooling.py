@@ -19,14 +19,13 @@ from .. import creation
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._geometry import at_least
-from ._registry import composite
+from ._registry import REGISTRY, composite
 from .conv import _adaptive_matrix, avg_pool2d, max_pool2d
 from .elementwise import relu, sign
 from .index import gather, index_select
 from .padding import pad as _pad
 from .reduce import _LOW, as_dtype, in_float
 from .reduce import max as _max
-from .shape import cat
 
 # ---- geometry -----------------------------------------------------------------------------------
 
@@ -496,7 +495,7 @@ def _lrn_samples():
             ((r.standard_normal((1, 4, 2, 3)), 2), {"alpha": 0.5, "beta": 0.6, "k": 2.0})]
 
 
-@composite("local_response_norm", _lrn_np, samples=_lrn_samples)
+@composite("local_response_norm", _lrn_np, onnx="LRN", samples=_lrn_samples)
 def local_response_norm(x: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
                         k: float = 1.0) -> Tensor:
     """Normalise each channel by the squares of its `size` neighbouring channels:
@@ -518,14 +517,40 @@ def local_response_norm(x: Tensor, size: int, alpha: float = 1e-4, beta: float =
     if not x.dtype.is_floating_point:
         raise TypeError(f"{op}: expected a floating point input, got {x.dtype.name}")
     c = x.shape[1]
-    sq = x * x
-    zeros = creation.zeros((x.shape[0], size) + tuple(x.shape[2:]), dtype=x.dtype,
-                           device=x.device)
-    padded = cat([zeros[:, :size // 2], sq, zeros[:, :(size - 1) // 2]], 1)
+    # zeros before and after the channels: a pad, not a zeros tensor of x's shape (an ONNX
+    # export of these ops would hold that tensor's traced batch)
+    padded = _pad(x * x, [0, 0] * (x.ndim - 2) + [size // 2, (size - 1) // 2])
     total = padded[:, 0:c]
     for j in range(1, size):
         total = total + padded[:, j:j + c]
     return x / (total * (float(alpha) / size) + float(k)) ** float(beta)
 
+
+
+
+# ---- ONNX forms (OpSpec.onnx_export) -------------------------------------------------------------
+
+
+def _lrn_onnx(cls, b, args, attrs, outs):
+    """LRN for an odd size (its window is centred on the channel, as ours is; for an even size
+    ONNX puts the extra channel after, PyTorch before, so that size exports as the ops it
+    runs). onnxruntime computes LRN on 4-d input only: other ranks go through (N, C, -1, 1)."""
+    x, size = args["x"], args["size"]
+    if size % 2 == 0:
+        return NotImplemented
+    name = b.value(x)
+    kw = dict(size=int(size), alpha=float(args["alpha"]), beta=float(args["beta"]),
+              bias=float(args["k"]))
+    if x.ndim == 4:
+        b.node("LRN", [name], outputs=outs, **kw)
+        return None
+    (flat,) = b.node("Reshape", [name, b.ints([0, 0, -1, 1])])
+    (y,) = b.node("LRN", [flat], **kw)
+    (shape,) = b.node("Shape", [name])
+    b.node("Reshape", [y, shape], outputs=outs)
+    return None
+
+
+REGISTRY["local_response_norm"].onnx_export = classmethod(_lrn_onnx)
 
 __all__: list[str] = []

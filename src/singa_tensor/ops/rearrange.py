@@ -8,7 +8,7 @@ import numpy as np
 
 from ..tensor import Tensor
 from ._geometry import at_least
-from ._registry import apply, composite, expect_tensor
+from ._registry import REGISTRY, apply, composite, expect_tensor
 from .conv import Col2im, Im2col, _col2im_np, _im2col_np, _out_size, _pair
 from .layout import permute, reshape
 
@@ -154,7 +154,7 @@ def _unfold_np(x, kernel_size, dilation=1, padding=0, stride=1):
     return _im2col_np(x, _geometry("ref", x.shape[2:], kernel_size, dilation, padding, stride))
 
 
-@composite("unfold", _unfold_np, samples=lambda: [
+@composite("unfold", _unfold_np, onnx="Conv", samples=lambda: [
     ((_rng(56).standard_normal((2, 3, 5, 4)), 2), {}),
     ((_rng(57).standard_normal((2, 5, 6)), (2, 3)), {"dilation": (2, 1), "padding": 1,
                                                      "stride": 2})])
@@ -190,7 +190,7 @@ def _fold_np(x, output_size, kernel_size, dilation=1, padding=0, stride=1):
     return _col2im_np(x, geo, (x.shape[0], c) + size)
 
 
-@composite("fold", _fold_np, samples=lambda: [
+@composite("fold", _fold_np, onnx="Col2Im", samples=lambda: [
     ((_rng(58).standard_normal((2, 12, 12)), (5, 4), 2), {}),
     ((_rng(59).standard_normal((6, 9)), (4, 5), (2, 3)), {"padding": 1, "stride": 2})])
 def fold(x: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
@@ -227,3 +227,67 @@ def fold(x: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=1) -
 
 
 __all__ = ["channel_shuffle", "pixel_shuffle", "pixel_unshuffle"]
+
+
+# ---- ONNX forms (OpSpec.onnx_export) -------------------------------------------------------------
+
+
+def _one_hot_blocks(channels: int, kh: int, kw: int, dtype) -> np.ndarray:
+    """The (C * kh * kw, 1, kh, kw) weight of a convolution with groups=C whose output channel
+    c * kh * kw + i * kw + j copies window position (i, j) of channel c: im2col's order."""
+    eye = np.eye(kh * kw, dtype=np.dtype(dtype.name)).reshape(kh * kw, 1, kh, kw)
+    return np.tile(eye, (channels, 1, 1, 1))
+
+
+def _unfold_onnx(cls, b, args, attrs, outs):
+    """unfold as a grouped Conv with one-hot weights, then Reshape to (N, C * kh * kw, L)."""
+    from .shape import onnx_axes_node
+
+    x = args["x"]
+    kh, kw, sh, sw, ph, pw, dh, dw, _, _ = _geometry(
+        cls.name, x.shape[-2:], args["kernel_size"], args["dilation"], args["padding"],
+        args["stride"])
+    c = x.shape[-3]
+    name = b.value(x)
+    if x.ndim == 3:
+        name = onnx_axes_node(b, "Unsqueeze", name, [0])
+    (y,) = b.node("Conv", [name, b.const(_one_hot_blocks(c, kh, kw, x.dtype))],
+                  kernel_shape=[kh, kw], strides=[sh, sw], pads=[ph, pw, ph, pw],
+                  dilations=[dh, dw], group=c)
+    b.node("Reshape", [y, b.ints([c * kh * kw, -1] if x.ndim == 3 else [0, 0, -1])],
+           outputs=outs)
+
+
+def _fold_onnx(cls, b, args, attrs, outs):
+    """fold as Col2Im (opset 18); below 18 as the adjoint of unfold's form: a grouped
+    ConvTranspose with the same one-hot weights, output_padding reaching the far rows and
+    columns that no block covers."""
+    from .shape import onnx_axes_node
+
+    x = args["x"]
+    size = _pair(cls.name, args["output_size"], "output_size")
+    kh, kw, sh, sw, ph, pw, dh, dw, oh, ow = _geometry(
+        cls.name, size, args["kernel_size"], args["dilation"], args["padding"], args["stride"])
+    name = b.value(x)
+    if x.ndim == 2:
+        name = onnx_axes_node(b, "Unsqueeze", name, [0])
+    if b.opset >= 18:
+        (y,) = b.node("Col2Im", [name, b.ints(size), b.ints([kh, kw])], dilations=[dh, dw],
+                      pads=[ph, pw, ph, pw], strides=[sh, sw])
+    else:
+        c = x.shape[-2] // (kh * kw)
+        (grid,) = b.node("Reshape", [name, b.ints([0, 0, oh, ow])])
+        covered = [(o - 1) * s - 2 * p + d * (k - 1) + 1 for o, s, p, d, k in
+                   ((oh, sh, ph, dh, kh), (ow, sw, pw, dw, kw))]
+        extra = [n - m for n, m in zip(size, covered)]
+        (y,) = b.node("ConvTranspose", [grid, b.const(_one_hot_blocks(c, kh, kw, x.dtype))],
+                      kernel_shape=[kh, kw], strides=[sh, sw], pads=[ph, pw, ph, pw],
+                      dilations=[dh, dw], group=c, output_padding=extra if any(extra) else None)
+    if x.ndim == 2:
+        onnx_axes_node(b, "Squeeze", y, [0], outs)
+    else:
+        b.node("Identity", [y], outputs=outs)
+
+
+REGISTRY["unfold"].onnx_export = classmethod(_unfold_onnx)
+REGISTRY["fold"].onnx_export = classmethod(_fold_onnx)

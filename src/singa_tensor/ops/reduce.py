@@ -776,11 +776,12 @@ Mean.samples = staticmethod(lambda: _samples(_normal))
 # ---- ONNX forms (OpSpec.onnx_export) -------------------------------------------------------------
 
 
-def onnx_reduce(b, op: str, x: Tensor, dims, keepdim: bool, outs) -> None:
-    """A Reduce* node; axes are an input from opset 13 (ReduceSum) or 18 (the others)."""
+def onnx_reduce(b, op: str, x: Tensor | str, dims, keepdim: bool, outs) -> None:
+    """A Reduce* node over x (a tensor or a value name); axes are an input from opset 13
+    (ReduceSum) or 18 (the others)."""
     dims = [int(d) for d in dims]
+    name = x if isinstance(x, str) else b.value(x)
     if not dims:  # a 0-d input: the reduction of one element (an empty axes list means "all")
-        name = b.value(x)
         if op in ("ReduceL1", "ReduceL2"):
             b.node("Abs", [name], outputs=outs)
         elif op == "ReduceSumSquare":
@@ -790,9 +791,9 @@ def onnx_reduce(b, op: str, x: Tensor, dims, keepdim: bool, outs) -> None:
         return
     since = 13 if op == "ReduceSum" else 18
     if b.opset >= since:
-        b.node(op, [b.value(x), b.ints(dims)], outputs=outs, keepdims=int(keepdim))
+        b.node(op, [name, b.ints(dims)], outputs=outs, keepdims=int(keepdim))
     else:
-        b.node(op, [b.value(x)], outputs=outs, axes=dims, keepdims=int(keepdim))
+        b.node(op, [name], outputs=outs, axes=dims, keepdims=int(keepdim))
 
 
 def _reduce_onnx(cls, b, args, attrs, outs):
