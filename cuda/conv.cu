@@ -57,7 +57,7 @@ __global__ void col2im_kernel(const T* __restrict__ cols, T* __restrict__ x, int
 // row-major window order, NaN wins, and a window over padding only yields -1.
 template <class T>
 __global__ void maxpool_index_kernel(const T* __restrict__ x, int64_t* __restrict__ idx,
-                                     int64_t total, Geometry g) {
+                                     T* __restrict__ vals, int64_t total, Geometry g) {
   const int64_t npos = g.oh * g.ow;
   for (int64_t k = thread_index(); k < total; k += thread_count()) {
     int64_t plane = k / npos, pos = k - plane * npos;
@@ -78,7 +78,8 @@ __global__ void maxpool_index_kernel(const T* __restrict__ x, int64_t* __restric
         }
       }
     }
-    idx[k] = best;
+    if (idx != nullptr) idx[k] = best;
+    if (vals != nullptr) vals[k] = best < 0 ? T(-INFINITY) : bv;
   }
 }
 
@@ -94,10 +95,12 @@ void col2im(const T* cols, T* x, int64_t b, const Geometry& g, void* stream) {
   cuda::launch_1d(col2im_kernel<T>, total, stream, cols, x, total, g);
 }
 
+// vals, when not null, receives the maxima themselves; idx may then be null
 template <class T>
-void maxpool_index(const T* x, int64_t* idx, int64_t planes, const Geometry& g, void* stream) {
+void maxpool_index(const T* x, int64_t* idx, T* vals, int64_t planes, const Geometry& g,
+                   void* stream) {
   const int64_t total = planes * g.oh * g.ow;
-  cuda::launch_1d(maxpool_index_kernel<T>, total, stream, x, idx, total, g);
+  cuda::launch_1d(maxpool_index_kernel<T>, total, stream, x, idx, vals, total, g);
 }
 
 }  // namespace
@@ -126,7 +129,12 @@ ST_FLOAT_HALF_TYPES(ST_CUDA_DEF_IM2COL, _)
   }                                                                                           \
   void st_maxpool2d_index_##sfx(const T* x, int64_t* idx, int64_t planes, int64_t h,          \
                                 int64_t w, ST_CONV_ARGS) {                                    \
-    st::maxpool_index<T>(x, idx, planes, ST_CONV_GEOMETRY(1), stream);                        \
+    st::maxpool_index<T>(x, idx, static_cast<T*>(nullptr), planes, ST_CONV_GEOMETRY(1),        \
+                         stream);                                                             \
+  }                                                                                           \
+  void st_maxpool2d_##sfx(const T* x, T* y, int64_t* idx, int64_t planes, int64_t h,          \
+                          int64_t w, ST_CONV_ARGS) {                                          \
+    st::maxpool_index<T>(x, idx, y, planes, ST_CONV_GEOMETRY(1), stream);                     \
   }
 ST_FLOAT_TYPES(ST_CUDA_DEF_CONV, _)
 }
@@ -149,7 +157,8 @@ extern "C" {
                                 int64_t w, ST_CONV_ARGS) {                                    \
     st::cuda::Widened<ST_TAG_##sfx> xf(x, planes * h * w, stream);                            \
     if (!xf.ok()) return;                                                                     \
-    st::maxpool_index<float>(xf.p, idx, planes, ST_CONV_GEOMETRY(1), stream);                 \
+    st::maxpool_index<float>(xf.p, idx, static_cast<float*>(nullptr), planes,                 \
+                             ST_CONV_GEOMETRY(1), stream);                                    \
   }
 ST_HALF_TYPES(ST_CUDA_DEF_CONV_HALF, _)
 }

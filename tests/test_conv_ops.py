@@ -134,6 +134,31 @@ def test_max_pool_indices_match_a_pixel_by_pixel_reference(k, s, p, d, ceil):
         to_numpy(out), np.take_along_axis(flat, want.reshape(2, 3, -1), 2).reshape(want.shape))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("k, s, p, d, ceil", [
+    ((2, 2), (2, 2), (0, 0), (1, 1), False), ((3, 3), (2, 2), (1, 1), (1, 1), True),
+    ((3, 2), (1, 3), (0, 0), (2, 1), False)])
+def test_max_pool_without_indices_gives_the_same_maxima(dtype, k, s, p, d, ceil):
+    # under no_grad without return_indices the kernel writes the maxima alone (float32 and
+    # float64); with a gradient it writes indices too, and float16 gathers by index: all agree
+    x = rng.integers(-2, 3, (2, 3, 9, 8)).astype(np.float64)
+    x[rng.random(x.shape) < 0.05] = np.nan
+    t = as_tensor(x).to(getattr(st, dtype))
+    with st.no_grad():
+        alone = st.max_pool2d(t, k, s, p, d, ceil_mode=ceil)
+    leaf = t.detach().requires_grad_(True) if dtype != "float16" else t
+    indexed, idx = st.max_pool2d(leaf, k, s, p, d, ceil_mode=ceil, return_indices=True)
+    np.testing.assert_array_equal(to_numpy(alone), to_numpy(indexed.detach()))
+    want = _max_pool_pixel_by_pixel(x, k, s, p, d, *idx.shape[2:])
+    np.testing.assert_array_equal(to_numpy(idx), want)
+    if dtype != "float16":  # the gradient goes to each window's first maximum
+        indexed.sum().backward()
+        grad = np.zeros((6, 9 * 8))
+        for plane, taken in enumerate(want.reshape(6, -1)):
+            np.add.at(grad[plane], taken, 1.0)
+        np.testing.assert_array_equal(to_numpy(leaf.grad), grad.reshape(x.shape))
+
+
 def test_avg_pool_divisors_follow_pytorch():
     x = as_tensor(np.ones((1, 1, 3, 3)))
     inc = st.avg_pool2d(x, 2, stride=2, padding=1)  # corners see 1 of 4 cells

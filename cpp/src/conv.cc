@@ -1,4 +1,5 @@
 // Patch extraction for convolution (im2col), its adjoint (col2im), and max-pooling indices.
+#include <limits>
 #include <vector>
 
 #include "common.h"
@@ -103,8 +104,8 @@ inline void valid_taps(int64_t out, int64_t k, int64_t s, int64_t p, int64_t d, 
 // loop over the row (a per-window loop with selects ran 3.4x slower, its branches mispredicted
 // on real data). Taps go in the same (i, j) order as the general path below.
 template <class T>
-void maxpool_index_inside(const T* __restrict x, int64_t* __restrict idx, int64_t planes,
-                          const Geometry& g) {
+void maxpool_index_inside(const T* __restrict x, int64_t* __restrict idx, T* __restrict vals,
+                          int64_t planes, const Geometry& g) {
   parallel_for(planes, g.oh * g.ow * g.kh * g.kw, [&](int64_t s, int64_t e) {
     // locals, not captures: stores through orow must not look as if they could change them
     const int64_t h = g.h, w = g.w, kh = g.kh, kw = g.kw, sh = g.sh, sw = g.sw, dh = g.dh,
@@ -136,18 +137,58 @@ void maxpool_index_inside(const T* __restrict x, int64_t* __restrict idx, int64_
             }
           }
         }
+        if (vals != nullptr) {
+          T* __restrict vrow = vals + (p * oh + y) * ow;
+          for (int64_t xo = 0; xo < ow; ++xo) vrow[xo] = bv[xo];
+        }
+      }
+    }
+  });
+}
+
+// The maxima alone, every window inside the input: the tap loop over a row of outputs is
+// a max with the NaN rule and nothing else, which the compiler vectorises.
+template <class T>
+void maxpool_values_inside(const T* __restrict x, T* __restrict vals, int64_t planes,
+                           const Geometry& g) {
+  parallel_for(planes, g.oh * g.ow * g.kh * g.kw, [&](int64_t s, int64_t e) {
+    const int64_t h = g.h, w = g.w, kh = g.kh, kw = g.kw, sh = g.sh, sw = g.sw, dh = g.dh,
+                  dw = g.dw, oh = g.oh, ow = g.ow;
+    for (int64_t p = s; p < e; ++p) {
+      const T* plane = x + p * h * w;
+      for (int64_t y = 0; y < oh; ++y) {
+        T* __restrict orow = vals + (p * oh + y) * ow;
+        const T* first = plane + y * sh * w;
+        for (int64_t xo = 0; xo < ow; ++xo) orow[xo] = first[xo * sw];
+        for (int64_t i = 0; i < kh; ++i) {
+          const T* row = plane + (y * sh + i * dh) * w;
+          for (int64_t j = (i == 0 ? 1 : 0); j < kw; ++j) {
+            const T* tap = row + j * dw;
+            for (int64_t xo = 0; xo < ow; ++xo) {
+              const T v = tap[xo * sw];
+              const T b = orow[xo];
+              // greater, or NaN, while the best so far is not NaN (a NaN best stays)
+              orow[xo] = (!(v <= b) & (b == b)) ? v : b;
+            }
+          }
+        }
       }
     }
   });
 }
 
 // idx[p, y, x] = the flat index in plane p of the window's maximum; the first maximum wins
-// ties, and the first NaN wins over everything (max propagates NaN)
+// ties, and the first NaN wins over everything (max propagates NaN). vals, when not null,
+// receives the maximum itself (-inf for a window over padding only); idx may be null when
+// vals is not (the maxima alone)
 template <class T>
-void maxpool_index(const T* x, int64_t* idx, int64_t planes, const Geometry& g) {
+void maxpool_index(const T* x, int64_t* idx, T* vals, int64_t planes, const Geometry& g) {
   if (g.pt == 0 && g.pl == 0 && (g.oh - 1) * g.sh + (g.kh - 1) * g.dh < g.h &&
       (g.ow - 1) * g.sw + (g.kw - 1) * g.dw < g.w) {
-    maxpool_index_inside(x, idx, planes, g);
+    if (idx == nullptr)
+      maxpool_values_inside(x, vals, planes, g);
+    else
+      maxpool_index_inside(x, idx, vals, planes, g);
     return;
   }
   std::vector<int64_t> taps(2 * (g.oh + g.ow));
@@ -157,7 +198,7 @@ void maxpool_index(const T* x, int64_t* idx, int64_t planes, const Geometry& g) 
   parallel_for(planes, g.oh * g.ow * g.kh * g.kw, [&](int64_t s, int64_t e) {
     for (int64_t p = s; p < e; ++p) {
       const T* plane = x + p * g.h * g.w;
-      int64_t* out = idx + p * g.oh * g.ow;
+      int64_t* out = idx == nullptr ? nullptr : idx + p * g.oh * g.ow;
       for (int64_t y = 0; y < g.oh; ++y) {
         const int64_t y0 = y * g.sh - g.pt;
         for (int64_t xo = 0; xo < g.ow; ++xo) {
@@ -176,7 +217,10 @@ void maxpool_index(const T* x, int64_t* idx, int64_t planes, const Geometry& g) 
               }
             }
           }
-          out[y * g.ow + xo] = best;
+          if (out != nullptr) out[y * g.ow + xo] = best;
+          if (vals != nullptr)
+            vals[(p * g.oh + y) * g.ow + xo] =
+                best < 0 ? -std::numeric_limits<T>::infinity() : bv;
         }
       }
     }
@@ -201,7 +245,13 @@ extern "C" {
   void st_maxpool2d_index_##sfx(const T* x, int64_t* idx, int64_t planes, int64_t h, int64_t w, \
                                 int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt,     \
                                 int64_t pl, int64_t dh, int64_t dw, int64_t oh, int64_t ow) {   \
-    st::maxpool_index<T>(x, idx, planes,                                                        \
+    st::maxpool_index<T>(x, idx, static_cast<T*>(nullptr), planes,                              \
+                         st::Geometry{1, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow});        \
+  }                                                                                             \
+  void st_maxpool2d_##sfx(const T* x, T* y, int64_t* idx, int64_t planes, int64_t h, int64_t w, \
+                          int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt,           \
+                          int64_t pl, int64_t dh, int64_t dw, int64_t oh, int64_t ow) {         \
+    st::maxpool_index<T>(x, idx, y, planes,                                                     \
                          st::Geometry{1, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow});        \
   }
 ST_FLOAT_TYPES(ST_DEF_CONV, _)
@@ -235,7 +285,7 @@ extern "C" {
     const st::Geometry g{1, h, w, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow};                      \
     st::by_float_slabs<ST_TAG_##sfx>(                                                           \
         x, planes, h * w, [&](const float* xf, int64_t p0, int64_t cnt) {                       \
-          st::maxpool_index<float>(xf, idx + p0 * oh * ow, cnt, g);                             \
+          st::maxpool_index<float>(xf, idx + p0 * oh * ow, nullptr, cnt, g);                    \
         });                                                                                     \
   }
 ST_HALF_TYPES(ST_DEF_CONV_HALF, _)

@@ -238,7 +238,9 @@ int64_t st_nonzero_u8(const uint8_t* x, int64_t n, int64_t* out, int64_t cap ST_
  *           with cols laid out [B, C*kh*kw, OH*OW]; B counts images, C channels
  *   col2im: the adjoint (sums patches back into a zeroed image of the same layout)
  *   maxpool2d_index: flat index (within H*W) of each window's maximum, NaN winning, -1 when the
- *           window covers only padding */
+ *           window covers only padding
+ *   maxpool2d (float32, float64): the maxima themselves (-inf for a window over padding
+ *           only) and, unless idx is NULL, the same indices, in one pass */
 #define ST_DECL_CONV(sfx, T, _)                                                                 \
   void st_im2col_##sfx(const T* x, T* cols, int64_t b, int64_t c, int64_t h, int64_t w,         \
                        int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl,   \
@@ -251,6 +253,11 @@ int64_t st_nonzero_u8(const uint8_t* x, int64_t n, int64_t* out, int64_t cap ST_
                                 int64_t pl, int64_t dh, int64_t dw, int64_t oh, int64_t ow ST_S);
 ST_FLOAT_TYPES(ST_DECL_CONV, _)
 ST_HALF_TYPES(ST_DECL_CONV, _)
+#define ST_DECL_MAXPOOL(sfx, T, _)                                                              \
+  void st_maxpool2d_##sfx(const T* x, T* y, int64_t* idx, int64_t planes, int64_t h, int64_t w, \
+                          int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt,           \
+                          int64_t pl, int64_t dh, int64_t dw, int64_t oh, int64_t ow ST_S);
+ST_FLOAT_TYPES(ST_DECL_MAXPOOL, _)
 
 /* counter-based random numbers (Philox-4x32-10): element i depends only on (seed, offset + i),
  * so CPU and CUDA produce the same stream */

@@ -19,7 +19,6 @@ import numpy as np
 from .. import creation
 from .. import dtype as _dt
 from ..nn import functional as F
-from ..ops.elementwise import maximum as st_maximum
 from ..ops.elementwise import where
 from ..ops.shape import cat
 from ._graph import ints
@@ -330,11 +329,7 @@ def _kernel_out(n, k, s, p, ceil_mode):
 def _avg_pool2d_fast(node, x, attrs):
     """AveragePool of a 4-d float input on F.avg_pool2d, or None where its rules cannot give
     ONNX's exact result (the caller then gathers the windows itself). Asymmetric or oversized
-    pads that count towards the divisor are materialised as zeros first.
-
-    MaxPool stays on the window gather: index_select + amax measured faster than the
-    max_pool2d kernel (index search, then a gather) at every shape tried; the gradient of a
-    tied maximum goes to its first tap on every path, as in nn.MaxPool2d."""
+    pads that count towards the divisor are materialised as zeros first."""
     if x.ndim != 4 or x.dtype not in (_dt.float32, _dt.float64):
         return None
     kernel = list(attrs.get("kernel_shape") or [])
@@ -359,12 +354,6 @@ def _avg_pool2d_fast(node, x, attrs):
     return F.avg_pool2d(xp, tuple(kernel), tuple(strides), tuple(pad), ceil, count_pad)
 
 
-def _grad_wanted(x) -> bool:
-    from .. import autograd
-
-    return autograd.is_grad_enabled() and x.requires_grad
-
-
 def _max_pool2d_fast(node, x, attrs):
     """MaxPool of a 4-d float input on F.max_pool2d (one kernel instead of gathering every
     window), or None where its rules cannot give the ONNX result: uneven pads, pads over half
@@ -377,19 +366,7 @@ def _max_pool2d_fast(node, x, attrs):
     strides, dil, pb, pe, out = _geometry(node, attrs, x.shape[2:], kernel, ceil)
     if pb != pe or any(p > k // 2 for p, k in zip(pb, kernel)):
         return None
-    ends = [(k - 1) * d + (o - 1) * s + 1 for k, d, o, s in zip(kernel, dil, out, strides)]
-    if not any(pb) and kernel[0] * kernel[1] <= 9 and not _grad_wanted(x) and all(
-            e <= n for e, n in zip(ends, x.shape[2:])):
-        # every window inside the image: the max of the kernel's strided views (NaN wins,
-        # as in max_pool2d), a few elementwise kernels instead of an index and a gather
-        (sh, sw), (dh, dw), (oh, ow) = strides, dil, out
-        y = None
-        for i in range(kernel[0]):
-            for j in range(kernel[1]):
-                v = x[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh,
-                      j * dw:j * dw + (ow - 1) * sw + 1:sw]
-                y = v if y is None else st_maximum(y, v)
-        return y.contiguous() if kernel[0] * kernel[1] == 1 else y
+    # one pass of the max pooling kernel (maxima and their indices together)
     y = F.max_pool2d(x, tuple(kernel), tuple(strides), tuple(pb), tuple(dil), ceil)
     return y if list(y.shape[2:]) == list(out) else None
 

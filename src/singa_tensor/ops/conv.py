@@ -17,7 +17,8 @@ import math
 
 import numpy as np
 
-from .. import creation
+from .. import _execution, creation
+from .. import autograd as _ag
 from .. import dtype as _dt
 from ..tensor import Tensor
 from . import conv_onednn as _planned
@@ -389,6 +390,10 @@ def _pool_geometry(op, h, w, kernel_size, stride, padding, dilation, ceil_mode):
     return k, s, p, d, sizes[0], sizes[1]
 
 
+# dtypes with a one-pass max pooling kernel (maxima and indices together)
+_ONE_PASS = (_dt.float32, _dt.float64)
+
+
 @traced("max_pool2d")
 def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                ceil_mode: bool = False, return_indices: bool = False):
@@ -407,12 +412,30 @@ def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0, dilation=1,
                                         ceil_mode)
     xc = contiguous(x4)
     idx = Tensor._empty((n, c, oh * ow), _dt.int64, x4._device, x4._be)
-    if idx.numel():
-        kernel(x4, "maxpool2d_index")(ptr(xc), ptr(idx), n * c, h, w, k[0], k[1], s[0], s[1],
-                                      p[0], p[1], d[0], d[1], oh, ow)
-    # the kernel's indices are in range by construction: the op itself, not the public gather
-    # (whose bounds check costs a device round trip per call off the CPU)
-    out = apply(_index.Gather, x4.reshape(n, c, h * w), 2, idx).reshape(n, c, oh, ow)
+    geometry = (n * c, h, w, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], oh, ow)
+    ex = _execution.running_count and _execution.current()
+    grad = _ag._mode.enabled and x4.requires_grad
+    if x4.dtype in _ONE_PASS and not (ex and (grad or ex.tracing)):
+        # one pass writes the maxima and their indices; with a gradient wanted the result is
+        # recorded as the gather it equals, whose backward scatters the gradient back
+        out = Tensor._empty((n, c, oh * ow), x4.dtype, x4._device, x4._be)
+        if idx.numel():
+            # without a gradient or indices wanted, the maxima alone (a faster loop)
+            where = ptr(idx) if grad or return_indices else x4._be.ffi.NULL
+            kernel(x4, "maxpool2d")(ptr(xc), ptr(out), where, *geometry)
+        if grad:
+            x3 = x4.reshape(n, c, h * w)
+            ctx = _index.Gather.node_class()
+            ctx.dim, ctx.in_shape = 2, x3._shape
+            ctx.save_for_backward(idx)
+            _ag.record(_index.Gather, ctx, (x3, 2, idx), out)
+        out = out.reshape(n, c, oh, ow)
+    else:
+        if idx.numel():
+            kernel(x4, "maxpool2d_index")(ptr(xc), ptr(idx), *geometry)
+        # the kernel's indices are in range by construction: the op itself, not the public
+        # gather (whose bounds check costs a device round trip per call off the CPU)
+        out = apply(_index.Gather, x4.reshape(n, c, h * w), 2, idx).reshape(n, c, oh, ow)
     idx = idx.reshape(n, c, oh, ow)
     if squeeze:
         out, idx = out.squeeze(0), idx.squeeze(0)
