@@ -66,3 +66,35 @@ def test_half_precision_gradients_accumulate():
     single = st.tensor([0.5, -1.0, 2.0]).to(st.float16).requires_grad_()
     F.gelu(single).sum().backward()
     assert x.grad.to(st.float32).tolist() == (single.grad.to(st.float32) * 2).tolist()
+
+
+@pytest.mark.parametrize("dtype", [st.float32, st.float64, st.float16])
+def test_unary_in_place_writes_into_the_tensors_own_memory(dtype):
+    x = st.tensor([[-1.0, 2.0], [3.0, -4.0]], dtype=dtype)
+    storage, version = x._storage, x._storage.version
+    row = x[1]  # a view made before sees the result: the kernel wrote into x's memory
+    assert x.relu_() is x and x._storage is storage and x._storage.version == version + 1
+    assert x.to(st.float32).tolist() == [[0.0, 2.0], [3.0, 0.0]]
+    assert row.to(st.float32).tolist() == [3.0, 0.0]
+    t = st.tensor([[-1.0, 2.0], [3.0, -4.0]], dtype=dtype).t()  # not contiguous
+    t.relu_()
+    assert t.to(st.float32).tolist() == [[0.0, 3.0], [2.0, 0.0]]
+
+
+def test_unary_in_place_replays_in_graph_mode_and_keeps_gradients():
+    def f(a):
+        b = a * 2.0
+        b.tanh_()
+        return b + 1.0
+
+    step = st.compile(f, warmup=0)
+    for v in ([0.1, -0.2], [0.3, 0.4], [-1.0, 2.0]):
+        a = st.tensor(v)
+        np.testing.assert_allclose(step(a).numpy(), np.tanh(np.array(v) * 2.0) + 1.0,
+                                   rtol=1e-6)
+    x = st.tensor([0.5, -0.5], requires_grad=True)
+    y = x * 1.0
+    y.sigmoid_()  # recorded: the general path, whose backward reads the result
+    y.sum().backward()
+    s = 1.0 / (1.0 + np.exp(-np.array([0.5, -0.5])))
+    np.testing.assert_allclose(x.grad.numpy(), s * (1.0 - s), rtol=1e-6)

@@ -115,7 +115,7 @@ def unary_op(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=Fals
     Spec.backward = staticmethod(lambda ctx, g: (backward(ctx, g, *ctx.saved_tensors),))
     Spec.reference = staticmethod(reference)
 
-    def fn(x, *args, **kwargs):
+    def attr_values(args, kwargs) -> tuple:
         vals = list(defaults)
         if len(args) > len(vals):
             raise TypeError(f"{name}: takes at most {len(vals)} arguments after the input")
@@ -125,10 +125,32 @@ def unary_op(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=Fals
             if k not in attr_names:
                 raise TypeError(f"{name}: unexpected keyword argument {k!r}")
             vals[attr_names.index(k)] = v
+        return _pack_attrs(name, vals)
+
+    def fn(x, *args, **kwargs):
+        a, b = attr_values(args, kwargs)
         x2, back = _unary_input(name, x, int_ok)
-        a, b = _pack_attrs(name, vals)
         y = apply(Spec, x2, a, b)
         return cast(y, back) if back is not None else y
+
+    def in_place(x, args, kwargs) -> bool:
+        """x.<name>_() computed straight into x's memory when no gradient is recorded: one
+        kernel pass instead of a result and its copy back. False (nothing done) where the
+        general in-place path is needed: x not contiguous or not floating point, an ONNX
+        trace (which records ops, not kernels)."""
+        if not (x._contig and x.dtype.is_floating_point):
+            return False
+        ex = _execution.running_count and _execution.current()
+        if ex and ex.tracing:
+            return False
+        a, b = attr_values(args, kwargs)
+        if x.numel():
+            p = ptr(x)
+            kernel(x, name)(p, p, x.numel(), a, b)
+            x._storage.version += 1
+        return True
+
+    fn.in_place = in_place
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc or (
