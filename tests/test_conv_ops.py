@@ -137,7 +137,8 @@ def test_max_pool_indices_match_a_pixel_by_pixel_reference(k, s, p, d, ceil):
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 @pytest.mark.parametrize("k, s, p, d, ceil", [
     ((2, 2), (2, 2), (0, 0), (1, 1), False), ((3, 3), (2, 2), (1, 1), (1, 1), True),
-    ((3, 2), (1, 3), (0, 0), (2, 1), False)])
+    ((3, 2), (1, 3), (0, 0), (2, 1), False), ((3, 2), (1, 2), (1, 1), (2, 1), False),
+    ((2, 3), (3, 1), (1, 0), (1, 2), True), ((3, 3), (1, 1), (1, 1), (1, 1), False)])
 def test_max_pool_without_indices_gives_the_same_maxima(dtype, k, s, p, d, ceil):
     # under no_grad without return_indices the kernel writes the maxima alone (float32 and
     # float64); with a gradient it writes indices too, and float16 gathers by index: all agree

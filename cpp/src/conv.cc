@@ -177,6 +177,54 @@ void maxpool_values_inside(const T* __restrict x, T* __restrict vals, int64_t pl
   });
 }
 
+// The maxima alone, with padding or overhanging windows: a row of outputs at a time, the
+// outputs whose taps all fall inside the row in one vectorisable loop per tap, the few at the
+// edges tap by tap. Starting from -inf gives each window's maximum over its valid taps (NaN
+// still wins), and -inf for a window over padding only.
+template <class T>
+void maxpool_values_edges(const T* __restrict x, T* __restrict vals, int64_t planes,
+                          const Geometry& g, const int64_t* ylo, const int64_t* yhi,
+                          const int64_t* xlo, const int64_t* xhi) {
+  const int64_t kw = g.kw, ow = g.ow;
+  int64_t a = 0;  // outputs [a, b) read all kw column taps
+  while (a < ow && !(xlo[a] == 0 && xhi[a] == kw)) ++a;
+  int64_t b = a;
+  while (b < ow && xlo[b] == 0 && xhi[b] == kw) ++b;
+  parallel_for(planes, g.oh * g.ow * g.kh * g.kw, [&](int64_t s, int64_t e) {
+    const int64_t h = g.h, w = g.w, sh = g.sh, sw = g.sw, dh = g.dh, dw = g.dw, oh = g.oh,
+                  pt = g.pt, pl = g.pl;
+    const T lowest = -std::numeric_limits<T>::infinity();
+    for (int64_t p = s; p < e; ++p) {
+      const T* plane = x + p * h * w;
+      for (int64_t y = 0; y < oh; ++y) {
+        T* __restrict orow = vals + (p * oh + y) * ow;
+        for (int64_t xo = 0; xo < ow; ++xo) orow[xo] = lowest;
+        for (int64_t i = ylo[y]; i < yhi[y]; ++i) {
+          const T* row = plane + (y * sh - pt + i * dh) * w;
+          for (int64_t j = 0; j < kw; ++j) {
+            const int64_t off = j * dw - pl;  // column of output xo's tap j: xo * sw + off
+            for (int64_t xo = a; xo < b; ++xo) {
+              const T v = row[xo * sw + off];
+              const T m = orow[xo];
+              orow[xo] = (!(v <= m) & (m == m)) ? v : m;
+            }
+            auto edge = [&](int64_t from, int64_t to) {
+              for (int64_t xo = from; xo < to; ++xo) {
+                if (j < xlo[xo] || j >= xhi[xo]) continue;
+                const T v = row[xo * sw + off];
+                const T m = orow[xo];
+                orow[xo] = (!(v <= m) & (m == m)) ? v : m;
+              }
+            };
+            edge(0, a);
+            edge(b, ow);
+          }
+        }
+      }
+    }
+  });
+}
+
 // idx[p, y, x] = the flat index in plane p of the window's maximum; the first maximum wins
 // ties, and the first NaN wins over everything (max propagates NaN). vals, when not null,
 // receives the maximum itself (-inf for a window over padding only); idx may be null when
@@ -195,10 +243,14 @@ void maxpool_index(const T* x, int64_t* idx, T* vals, int64_t planes, const Geom
   int64_t *ylo = taps.data(), *yhi = ylo + g.oh, *xlo = yhi + g.oh, *xhi = xlo + g.ow;
   valid_taps(g.oh, g.kh, g.sh, g.pt, g.dh, g.h, ylo, yhi);
   valid_taps(g.ow, g.kw, g.sw, g.pl, g.dw, g.w, xlo, xhi);
+  if (idx == nullptr) {
+    maxpool_values_edges(x, vals, planes, g, ylo, yhi, xlo, xhi);
+    return;
+  }
   parallel_for(planes, g.oh * g.ow * g.kh * g.kw, [&](int64_t s, int64_t e) {
     for (int64_t p = s; p < e; ++p) {
       const T* plane = x + p * g.h * g.w;
-      int64_t* out = idx == nullptr ? nullptr : idx + p * g.oh * g.ow;
+      int64_t* out = idx + p * g.oh * g.ow;
       for (int64_t y = 0; y < g.oh; ++y) {
         const int64_t y0 = y * g.sh - g.pt;
         for (int64_t xo = 0; xo < g.ow; ++xo) {
@@ -217,7 +269,7 @@ void maxpool_index(const T* x, int64_t* idx, T* vals, int64_t planes, const Geom
               }
             }
           }
-          if (out != nullptr) out[y * g.ow + xo] = best;
+          out[y * g.ow + xo] = best;
           if (vals != nullptr)
             vals[(p * g.oh + y) * g.ow + xo] =
                 best < 0 ? -std::numeric_limits<T>::infinity() : bv;
