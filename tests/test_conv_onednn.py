@@ -314,3 +314,52 @@ def test_cuda_path_is_untouched(cuda):
     with st.backends.mkldnn.flags(enabled=False):
         want = st.conv2d(st.tensor(x), st.tensor(w), padding=1).numpy()
     _close(y.to("cpu").detach().numpy(), want, "cuda output")
+
+
+def _is_kept(storage) -> bool:
+    return any(ref() is storage for p in onednn._plans.values() if p is not None
+               for ref, _, _ in p._kept.values())
+
+
+def test_kept_weights_are_reordered_once_and_follow_in_place_writes():
+    from singa_tensor.ops.conv_onednn import keep_weights
+
+    x = st.tensor(rng.standard_normal((2, 16, 9, 9)).astype(np.float32))
+    w = st.tensor(rng.standard_normal((32, 16, 3, 3)).astype(np.float32))
+    b = st.tensor(rng.standard_normal(32).astype(np.float32))
+    plain = st.tensor(w.numpy())  # the same values, not kept
+    keep_weights(w)
+    with st.no_grad():
+        want = st.conv2d(x, plain, b, padding=1).numpy()
+        first = st.conv2d(x, w, b, padding=1).numpy()
+        second = st.conv2d(x, w, b, padding=1).numpy()
+        np.testing.assert_array_equal(first, second)
+        _close(first, want, "kept weights")
+        # the layouts oneDNN picks for these shapes differ from NCHW on every x86-64 CPU
+        assert _is_kept(w._storage)
+        w.mul_(-2.0)  # an in-place write: the kept copy is made again
+        _close(st.conv2d(x, w, b, padding=1).numpy(),
+               st.conv2d(x, plain * -2.0, b, padding=1).numpy(), "after an in-place write")
+
+
+def test_kept_weights_in_graph_mode_replay_the_current_values():
+    from singa_tensor.ops.conv_onednn import keep_weights
+
+    w = st.tensor(rng.standard_normal((32, 16, 3, 3)).astype(np.float32))
+    keep_weights(w)
+    plain = st.tensor(w.numpy())
+
+    def f(x):
+        return st.conv2d(x, w, None, padding=1).relu()
+
+    step = st.compile(f, warmup=0)
+    with st.no_grad():
+        for _ in range(3):
+            x = st.tensor(rng.standard_normal((2, 16, 6, 6)).astype(np.float32))
+            _close(step(x).numpy(), st.conv2d(x, plain, None, padding=1).relu().numpy(),
+                   "replayed")
+        assert step.replays >= 1 and _is_kept(w._storage)
+        w.add_(1.0)
+        x = st.tensor(rng.standard_normal((2, 16, 6, 6)).astype(np.float32))
+        _close(step(x).numpy(), st.conv2d(x, plain + 1.0, None, padding=1).relu().numpy(),
+               "replayed after a write")

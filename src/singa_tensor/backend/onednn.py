@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 
 import cffi
 
@@ -381,6 +382,9 @@ class Conv2d:
         self.plain = {k: _plain_md(lib, s, dt) for k, s in self.shapes.items()}
         self.any = {k: _any_md(lib, s, dt) for k, s in self.shapes.items() if k != "bias"}
         self._lock = threading.Lock()
+        self._operands: dict = {}  # id(primitive desc) -> its _Operands, in argument order
+        # (id(weight storage), address) -> (weakref to the storage, its version, the buffer)
+        self._kept: dict = {}
         fwd = _ffi.new("dnnl_primitive_desc_t *")
         _check(lib.dnnl_convolution_forward_primitive_desc_create(
             fwd, _engine, _FORWARD_TRAINING, _CONVOLUTION_DIRECT, self.any["src"],
@@ -426,6 +430,7 @@ class Conv2d:
         before = [op.reorder for op in ops[:len(ins)] if op.reorder is not None]
         after = [op.reorder for op in ops[len(ins):] if op.reorder is not None]
         inner = [(op.inner, op.nbytes) for op in ops if op.reorder is not None]
+        self._operands[id(pd)] = ops
         return [op.user for op in ops] + bias, inner, before + [main] + after
 
     def _run(self, mems, inner, steps, ptrs) -> None:
@@ -441,14 +446,60 @@ class Conv2d:
                        "dnnl_primitive_execute")
             lib.dnnl_stream_wait(stream)
 
-    def forward(self, x, w, b, y) -> None:
+    def forward(self, x, w, b, y, kept=None) -> None:
+        """kept: None, or the storage of weights that nothing writes in place between calls
+        (an imported model's folded constants): their copy in the primitive's layout is then
+        made once per storage and version and reused, instead of reordered on every call."""
         if self._fwd is None:
             extra = [_ARG_BIAS] if self.bias else []
             self._fwd = self._steps(self._fwd_pd, [(_Q_SRC, "src", _ARG_SRC),
                                                    (_Q_WEIGHTS, "wei", _ARG_WEIGHTS)],
                                     [(_Q_DST, "dst", _ARG_DST)], extra)
         calls["forward"] += 1
-        self._run(*self._fwd, (x, w, y, b) if self.bias else (x, w, y))
+        ptrs = (x, w, y, b) if self.bias else (x, w, y)
+        wei = self._operands[id(self._fwd_pd)][1]
+        if kept is None or wei.reorder is None:
+            self._run(*self._fwd, ptrs)
+            return
+        mems, inner, steps = self._fwd
+        buf = self._kept_weights(wei, kept, w)
+        rest = [(m, n) for m, n in inner if m is not wei.inner]
+        scratch = [_cpu.empty((nbytes + 3) // 4, _dt.float32) for _, nbytes in rest]
+        lib = self.lib
+        with self._lock:
+            for m, p in zip(mems, ptrs):
+                lib.dnnl_memory_set_data_handle(m, p)
+            for (m, _), s in zip(rest, scratch):
+                lib.dnnl_memory_set_data_handle(m, s.ptr)
+            lib.dnnl_memory_set_data_handle(wei.inner, buf.ptr)
+            for s in steps:
+                if s is not wei.reorder:
+                    _check(lib.dnnl_primitive_execute(s.prim, _stream, s.n, s.args),
+                           "dnnl_primitive_execute")
+            lib.dnnl_stream_wait(_stream)
+
+    # weights kept in a primitive's layout, per plan: at most this many storages
+    _MAX_KEPT = 64
+
+    def _kept_weights(self, wei: _Operand, storage, w):
+        """The buffer holding storage's weights (at pointer w) in the forward primitive's
+        layout, reordered now if this storage, at this version, has none yet."""
+        key = (id(storage), int(_ffi.cast("uintptr_t", w)))  # one storage may hold several
+        entry = self._kept.get(key)
+        if entry is not None and entry[0]() is storage and entry[1] == storage.version:
+            return entry[2]
+        buf = _cpu.empty((wei.nbytes + 3) // 4, _dt.float32)
+        lib = self.lib
+        with self._lock:
+            lib.dnnl_memory_set_data_handle(wei.user, w)
+            lib.dnnl_memory_set_data_handle(wei.inner, buf.ptr)
+            _check(lib.dnnl_primitive_execute(wei.reorder.prim, _stream, wei.reorder.n,
+                                              wei.reorder.args), "dnnl_primitive_execute")
+            lib.dnnl_stream_wait(_stream)
+        if len(self._kept) >= self._MAX_KEPT:
+            self._kept.pop(next(iter(self._kept)))
+        self._kept[key] = (weakref.ref(storage), storage.version, buf)
+        return buf
 
     def _backward_data_pd(self):
         if self._bwd_data_pd is None:

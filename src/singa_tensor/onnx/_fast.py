@@ -40,6 +40,7 @@ import numpy as np
 
 from .. import _execution, autograd
 from .. import dtype as _dt
+from ..ops.conv_onednn import keep_weights
 from ..tensor import Tensor
 from ._graph import Node, OnnxImportError, _free_names, _subgraph_protos, is_strings, run_steps
 
@@ -200,6 +201,8 @@ def fold(steps: list, consts: dict, keep: set, device) -> tuple[list, dict]:
         k += 1
         wname, bname = f"__fold_w{k}", f"__fold_b{k}"
         consts[wname], consts[bname] = folded
+        # the plan's own tensor, never written: convolutions may keep it in their layout
+        keep_weights(consts[wname])
         x = conv[2][0]
         y = step[4][0]
         cnode = _clone_node(conv[0], [x, wname, bname], [y])

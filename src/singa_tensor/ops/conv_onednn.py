@@ -10,6 +10,8 @@ convolutions and backward passes again, so gradients of any order stay on the pl
 
 from __future__ import annotations
 
+import weakref
+
 from .. import _execution
 from .. import dtype as _dt
 from ..tensor import Tensor
@@ -45,6 +47,24 @@ def plan_for(x: Tensor, weight: Tensor, bias, geo: tuple, pads: tuple, groups: i
                 bias is not None, x.dtype.name)
 
 
+# storages of weights that nothing writes in place once made (an imported model's folded
+# constants, marked by `keep_weights`): their convolutions keep a copy in the layout the
+# convolution computes in, instead of converting them on every call
+_KEPT: weakref.WeakSet = weakref.WeakSet()
+
+
+def keep_weights(weight: Tensor) -> None:
+    """Mark weight as never written in place again, so planned convolutions may keep it in
+    their own layout (made again only if its storage's version changes anyway).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops.conv_onednn import keep_weights
+        >>> keep_weights(st.ones(4, 1, 3, 3))
+    """
+    _KEPT.add(weight._storage)
+
+
 def _out(like: Tensor, shape: tuple) -> Tensor:
     return Tensor._empty(tuple(shape), like.dtype, like._device, like._be)
 
@@ -66,8 +86,11 @@ class PlannedConv2d(OpSpec):
         xc, wc = contiguous(x), contiguous(weight)
         bc = contiguous(bias) if bias is not None else None
         out = _out(x, plan.dst_shape)
+        # the storage object itself is the key (a replay passes the same one and reads its
+        # version then); only weights used as they are stored can be kept
+        kept = weight._storage if wc is weight and weight._storage in _KEPT else None
         _launch(x, plan.forward, "onednn_conv2d_forward")(
-            ptr(xc), ptr(wc), ptr(bc) if bc is not None else None, ptr(out))
+            ptr(xc), ptr(wc), ptr(bc) if bc is not None else None, ptr(out), kept)
         ctx.plan = plan
         ctx.save_for_backward(x, weight)
         return out
