@@ -15,14 +15,7 @@ from singa_tensor import nn
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-
-class _Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
+from .test_export import _Fn  # noqa: E402 - after the optional imports it needs
 
 
 def _flat(out) -> list:
