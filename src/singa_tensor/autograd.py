@@ -350,10 +350,12 @@ def queue_callback(fn: Callable[[], None]) -> bool:
         >>> import singa_tensor as st
         >>> x = st.ones(2, requires_grad=True)
         >>> seen = []
-        >>> _ = x.register_hook(lambda g: st.autograd.queue_callback(lambda: seen.append(1)))
-        >>> x.sum().backward()
+        >>> def hook(g):  # runs before x.grad is set; the callback sees it set
+        ...     st.autograd.queue_callback(lambda: seen.append(x.grad.tolist()))
+        >>> _ = x.register_hook(hook)
+        >>> (x * 3).sum().backward()
         >>> seen, st.autograd.queue_callback(lambda: None)
-        ([1], False)
+        ([[3.0, 3.0]], False)
     """
     frames = _backwards.frames
     if not frames or frames[-1] is None:
