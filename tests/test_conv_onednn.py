@@ -363,3 +363,79 @@ def test_kept_weights_in_graph_mode_replay_the_current_values():
         x = st.tensor(rng.standard_normal((2, 16, 6, 6)).astype(np.float32))
         _close(step(x).numpy(), st.conv2d(x, plain + 1.0, None, padding=1).relu().numpy(),
                "replayed after a write")
+
+
+# conv (+relu) and max pool chains against the same stages as eager ops: (input shape, stages)
+# with stages ("conv", out channels, kernel, stride, pads (t, b, l, r), dilation, groups, bias,
+# relu) and ("pool", kernel, stride, pads, dilation, ceil_mode)
+CHAIN_CASES = [
+    ((2, 3, 12, 11), [("conv", 8, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, True, True),
+                      ("pool", (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), False),
+                      ("conv", 16, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, False, True),
+                      ("pool", (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), True)]),
+    ((1, 16, 9, 10), [("conv", 16, (3, 2), (2, 1), (0, 1, 2, 0), (1, 2), 4, True, False),
+                      ("conv", 32, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, True, True)]),
+    ((3, 8, 15, 15), [("conv", 16, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 16 // 8, False, True),
+                      ("pool", (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True),
+                      ("conv", 16, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 16, True, True)]),
+]
+
+
+def _pool_out(n, k, s, p0, p1, d, ceil):
+    span = n + p0 + p1 - (k - 1) * d - 1
+    o = (span + (s - 1 if ceil else 0)) // s + 1
+    return o - 1 if ceil and (o - 1) * s >= n + p0 else o
+
+
+@pytest.mark.parametrize("shape, stages", CHAIN_CASES)
+def test_conv_pool_chain_matches_the_ops_one_by_one(shape, stages):
+    from singa_tensor.backend import onednn_chain
+    from singa_tensor.ops.conv_onednn import conv_chain, keep_weights
+
+    x = st.tensor(rng.standard_normal(shape).astype(np.float32))
+    args, want, c = [], x, shape[1]
+    with st.no_grad():
+        for s in stages:
+            if s[0] == "conv":
+                _, o, k, stride, pads, dil, groups, bias, relu = s
+                w = st.tensor(rng.standard_normal((o, c // groups, *k)).astype(np.float32))
+                b = st.tensor(rng.standard_normal(o).astype(np.float32)) if bias else None
+                keep_weights(w)
+                args.append(("conv", w, b, stride, pads, dil, groups, relu))
+                padded = st.nn.functional.pad(want, (pads[2], pads[3], pads[0], pads[1]))
+                want = st.conv2d(padded, w, b, stride=stride, dilation=dil, groups=groups)
+                want = want.relu() if relu else want
+                c = o
+            else:
+                _, k, stride, pads, dil, ceil = s
+                out = tuple(_pool_out(n, kk, ss, p0, p1, d, ceil) for n, kk, ss, p0, p1, d in
+                            zip(want.shape[2:], k, stride, pads[::2], pads[1::2], dil))
+                args.append(("pool", k, stride, pads, dil, out))
+                want = st.max_pool2d(want, k, stride, (pads[0], pads[2]), dil, ceil_mode=ceil)
+        runs = onednn_chain.calls["run"]
+        got = conv_chain(x, args)
+        again = conv_chain(x, args)  # the kept weights' second use
+    if got is None:  # no native code for a stage on this CPU: the caller runs them one by one
+        assert onednn_chain.calls["run"] == runs
+        return
+    assert onednn_chain.calls["run"] == runs + 2
+    _close(got.numpy(), want.numpy(), "chain")
+    np.testing.assert_array_equal(got.numpy(), again.numpy())
+
+
+def test_conv_chain_declines_what_it_cannot_run():
+    from singa_tensor.ops.conv_onednn import conv_chain
+
+    w = st.tensor(rng.standard_normal((4, 2, 3, 3)).astype(np.float32))
+    stages = [("conv", w, None, (1, 1), (1, 1, 1, 1), (1, 1), 1, True),
+              ("pool", (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), (2, 2))]
+    x = st.tensor(rng.standard_normal((1, 2, 4, 4)).astype(np.float32))
+    with st.no_grad():
+        assert conv_chain(x.double(), stages) is None  # float32 only
+        bad = x.numpy().copy()
+        bad[0, 1, 2, 2] = np.inf
+        assert conv_chain(st.tensor(bad), stages) is None  # not finite: stage by stage
+    w.requires_grad_(True)
+    assert conv_chain(x, stages) is None  # a gradient wanted
+    with st.no_grad(), st.backends.mkldnn.flags(enabled=False):
+        assert conv_chain(x, stages) is None  # oneDNN switched off

@@ -135,7 +135,8 @@ def test_cnn_with_batch_norm_folds_compiles_and_matches_plain():
     for got in _fast(m, x, 4):
         _close(got, want, 1e-5)
     stats = m.fast_stats()
-    assert stats["folded_nodes"] == 4  # two batch norms into their convs, two relus fused
+    # two batch norms into their convs, then conv, relu, max pool, conv, relu into one chain
+    assert stats["folded_nodes"] == 6
     assert _states(m) == ["replay"] and stats["replays"] == 2 and stats["records"] == 1
 
 
@@ -198,8 +199,10 @@ def test_fold_equals_unfolded_and_leaves_parameters_alone():
     before = {k: v.numpy().copy() for k, v in m.state_dict().items()}
     g = m._graph
     steps, consts = fold(g.steps, g.constants, set(g.output_names), None)
-    assert [s[0].op_type for s in steps] == ["Conv", "MaxPool", "Conv", "GlobalAveragePool",
-                                            "Flatten", "Gemm"]
+    # the chain step is named by its first convolution and reads both folded weights
+    assert [s[0].op_type for s in steps] == ["ConvChain", "GlobalAveragePool", "Flatten",
+                                            "Gemm"]
+    assert steps[0][2] == ("x", "__fold_w1", "__fold_b1", "__fold_w2", "__fold_b2")
     x = st.tensor(np.random.default_rng(8).standard_normal((3, 3, 8, 8)).astype(np.float32))
     from singa_tensor.onnx._graph import run_steps
 
@@ -413,3 +416,87 @@ def test_max_pool_nan_wins(pads):
     assert np.isnan(got[0, 0, (1 + off) // 2, (1 + off) // 2])
     assert np.isnan(got[1, 0, (4 + off) // 2, (5 + off) // 2])
     assert np.isnan(got).sum() == 2
+
+
+def _chain_model(conv1: dict, pool: dict, conv2: dict, group2=1, relu_after_pool=False,
+                 seed=3):
+    """Conv -> Relu -> MaxPool -> Conv -> Relu with the given attributes (a chain)."""
+    r = np.random.default_rng(seed)
+    inits = [_init("w1", r.standard_normal((8, 4, 3, 3)) * 0.3), _init("b1", r.standard_normal(8)),
+             _init("w2", r.standard_normal((16, 8 // group2, 3, 2)) * 0.3)]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], **conv1),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("MaxPool", ["r1"], ["p1"], **pool)]
+    src = "p1"
+    if relu_after_pool:
+        nodes.append(helper.make_node("Relu", ["p1"], ["q1"]))
+        src = "q1"
+    nodes += [helper.make_node("Conv", [src, "w2"], ["c2"], group=group2, **conv2),
+              helper.make_node("Relu", ["c2"], ["y"])]
+    return _model(nodes, [_vi("x", ["N", 4, 11, 12])], [_vi("y", None)], inits)
+
+
+CHAINS = [
+    ({"pads": [1, 1, 1, 1]}, {"kernel_shape": [2, 2], "strides": [2, 2]}, {}, 1),
+    ({"pads": [0, 1, 2, 0], "strides": [2, 1]}, {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                 "pads": [1, 1, 1, 1], "ceil_mode": 1},
+     {"dilations": [2, 1], "pads": [1, 0, 1, 1]}, 2),
+    ({"auto_pad": "SAME_UPPER", "dilations": [1, 2]}, {"kernel_shape": [2, 3], "strides": [1, 2],
+                                                      "dilations": [2, 1]},
+     {"auto_pad": "SAME_LOWER", "strides": [2, 2]}, 4),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CHAINS)))
+def test_conv_relu_pool_chain_runs_as_one_plan_and_matches_plain(case):
+    from singa_tensor.backend import onednn, onednn_chain
+
+    conv1, pool, conv2, group2 = CHAINS[case]
+    m = st.onnx.load(_chain_model(conv1, pool, conv2, group2))
+    batch = 3 + case  # a shape of its own: the plan below is this case's
+    x = st.tensor(np.random.default_rng(5).standard_normal((batch, 4, 11, 12))
+                  .astype(np.float32))
+    want = _plain(m, x)
+    runs = onednn_chain.calls["run"]
+    for got in _fast(m, x, 4):
+        _close(got, want, 1e-5)
+    assert m.fast_stats()["folded_nodes"] == 4  # five steps into one
+    planned = [p for p in onednn_chain._chains.values()
+               if p is not None and p.src_shape == (batch, 4, 11, 12)]
+    # where oneDNN has native code for every stage (CPU-dependent), the probe, the recording
+    # and the replays all run the chain's plan
+    assert onednn_chain.calls["run"] - runs == (4 if planned else 0)
+    if not onednn.is_available():
+        assert not planned
+    # NaN in the input takes the stage-by-stage path, which propagates it like the plain plan
+    bad = x.numpy().copy()
+    bad[1, 2, 5, 6] = np.nan
+    with st.no_grad():
+        got = m(st.tensor(bad)).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(_plain(m, st.tensor(bad))))
+    assert np.isnan(got).any()
+
+
+def test_chain_stops_where_a_link_is_read_twice_or_a_relu_follows_a_pool():
+    m = st.onnx.load(_chain_model(*CHAINS[0][:3], relu_after_pool=True))
+    g = m._graph
+    steps, _ = fold(g.steps, g.constants, set(g.output_names), None)
+    # a conv+relu+pool chain, the relu after the pool, a conv+relu chain
+    assert [s[0].op_type for s in steps] == ["ConvChain", "Relu", "ConvChain"]
+    x = st.tensor(np.random.default_rng(6).standard_normal((2, 4, 11, 12)).astype(np.float32))
+    for got in _fast(m, x):
+        _close(got, _plain(m, x), 1e-5)
+    r = np.random.default_rng(2)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Conv", ["r", "w"], ["d"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["d", "r"], ["y"])]  # r is read twice: no chain through it
+    m2 = st.onnx.load(_model(nodes, [_vi("x", [1, 4, 5, 5])], [_vi("y", None)],
+                             [_init("w", r.standard_normal((4, 4, 3, 3)) * 0.3)]))
+    g = m2._graph
+    steps, _ = fold(g.steps, g.constants, set(g.output_names), None)
+    # conv+relu as a chain whose output r is read twice; the second conv stays on its own
+    assert [s[0].op_type for s in steps] == ["ConvChain", "Conv", "Add"]
+    x = st.tensor(r.standard_normal((1, 4, 5, 5)).astype(np.float32))
+    for got in _fast(m2, x):
+        _close(got, _plain(m2, x), 1e-5)

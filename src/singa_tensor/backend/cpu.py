@@ -288,3 +288,25 @@ def conv2d_plan(n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups, b
         from . import onednn as _onednn
     return _onednn.conv2d_plan(n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups,
                                bias, lib.st_num_threads(), dtype)
+
+
+def conv_chain_plan(n, c, h, w, stages: tuple):
+    """oneDNN's plan for inference through a chain of float32 convolutions (each with an
+    optional ReLU) and max poolings from an (n, c, h, w) input (`backend/onednn_chain.py`), or
+    None when oneDNN is off, not installed, or has no native code for a stage. stages: tuples
+    ("conv", out channels, kh, kw, stride, pads (t, b, l, r), dilation, groups, bias, relu)
+    and ("pool", kh, kw, stride, pads, dilation, (out h, out w)).
+
+    Example:
+        >>> from singa_tensor.backend import cpu
+        >>> conv = ("conv", 8, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1, True, True)
+        >>> pool = ("pool", 2, 2, (2, 2), (0, 0, 0, 0), (1, 1), (3, 3))
+        >>> p = cpu.conv_chain_plan(1, 4, 6, 6, (conv, pool))
+        >>> p is None or p.dst_shape == (1, 8, 3, 3)
+        True
+    """
+    from . import onednn_chain
+
+    typed = tuple(onednn_chain.ConvStage(s[1:]) if s[0] == "conv" else
+                  onednn_chain.PoolStage(s[1:]) for s in stages)
+    return onednn_chain.chain_plan(n, c, h, w, typed, lib.st_num_threads())

@@ -122,12 +122,20 @@ int dnnl_post_ops_create(dnnl_post_ops_t *post_ops);
 int dnnl_post_ops_destroy(dnnl_post_ops_t post_ops);
 int dnnl_post_ops_append_sum(dnnl_post_ops_t post_ops, float scale, int32_t zero_point,
     int data_type);
+int dnnl_post_ops_append_eltwise(dnnl_post_ops_t post_ops, int alg_kind, float alpha,
+    float beta);
+int dnnl_pooling_forward_primitive_desc_create(dnnl_primitive_desc_t *pd, dnnl_engine_t engine,
+    int prop_kind, int alg_kind, const_dnnl_memory_desc_t src_desc,
+    const_dnnl_memory_desc_t dst_desc, const dnnl_dims_t strides, const dnnl_dims_t kernel,
+    const dnnl_dims_t dilation, const dnnl_dims_t padding_l, const dnnl_dims_t padding_r,
+    const_dnnl_primitive_attr_t attr);
 """
 
 # enum values of the v3 C API (dnnl_types.h, dnnl_common_types.h, dnnl_config.h)
 _F16, _BF16, _F32, _CPU, _STREAM_IN_ORDER, _FORMAT_ANY = 1, 2, 3, 1, 1, 1
 _DATA_TYPES = {"float32": _F32, "bfloat16": _BF16, "float16": _F16}
-_FORWARD_TRAINING, _CONVOLUTION_DIRECT = 64, 1
+_FORWARD_TRAINING, _FORWARD_INFERENCE, _CONVOLUTION_DIRECT = 64, 96, 1
+_ELTWISE_RELU, _POOLING_MAX = 0x20, 0x1FF
 _Q_IMPL_INFO, _Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_DST = (
     8, 129, 130, 131, 132, 133, 134)
 _ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS = 1, 17, 33, 41

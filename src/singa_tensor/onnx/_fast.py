@@ -40,7 +40,7 @@ import numpy as np
 
 from .. import _execution, autograd
 from .. import dtype as _dt
-from ..ops.conv_onednn import keep_weights
+from ..ops.conv_onednn import conv_chain, keep_weights
 from ..tensor import Tensor
 from ._graph import Node, OnnxImportError, _free_names, _subgraph_protos, is_strings, run_steps
 
@@ -166,6 +166,135 @@ def _fold_bn(conv, bn, consts: dict):
             creation.tensor(b2.astype(npdt), device=w.device))
 
 
+# the op type and domain of a chain step in a folded plan (fast_stats and errors show them)
+CHAIN_OP, CHAIN_DOMAIN = "ConvChain", "ai.singa_tensor"
+
+
+def _chain_part(step) -> str | None:
+    """What step is to a convolution chain: "conv", "relu", "pool", or None (not a part)."""
+    node = step[0]
+    if node.domain or sum(1 for o in step[4] if o) != 1:
+        return None
+    if node.op_type == "Conv" and len(step[2]) >= 2 and all(step[2][:2]):
+        return "conv"
+    if node.op_type == "Relu" and len(step[2]) == 1:
+        return "relu"
+    if node.op_type == "MaxPool" and len(step[2]) == 1 and len(step[4]) == 1 and \
+            not step[3].get("storage_order", 0):
+        return "pool"
+    return None
+
+
+def _chain_stages(parts: list, x, params: list):
+    """The stages of ops.conv_onednn.conv_chain for x through parts (their steps), or None
+    where a part falls outside what a chain runs (not 2-d, pads a pooling window cannot
+    have)."""
+    from .ops_nn import _geometry
+
+    stages, shape, k = [], tuple(x.shape), 0
+    if len(shape) != 4:
+        return None
+    for kind, step in parts:
+        node, attrs = step[0], step[3]
+        if kind == "relu":
+            if not stages or stages[-1][0] != "conv" or stages[-1][7]:
+                return None
+            stages[-1] = stages[-1][:7] + (True,)
+            continue
+        if kind == "conv":
+            w, b = params[k], params[k + 1]
+            k += 2
+            if w.ndim != 4 or (b is not None and b.shape != (w.shape[0],)):
+                return None
+            kernel = tuple(w.shape[2:])
+            if tuple(attrs.get("kernel_shape") or kernel) != kernel:
+                return None
+            group = attrs.get("group", 1)
+            if shape[1] != w.shape[1] * group or w.shape[0] % group:
+                return None
+            strides, dil, pb, pe, out = _geometry(node, attrs, shape[2:], kernel)
+            stages.append(("conv", w, b, tuple(strides), (pb[0], pe[0], pb[1], pe[1]),
+                           tuple(dil), group, False))
+            shape = (shape[0], w.shape[0], *out)
+        else:
+            kernel = tuple(attrs.get("kernel_shape") or ())
+            if len(kernel) != 2:
+                return None
+            ceil = bool(attrs.get("ceil_mode", 0))
+            strides, dil, pb, pe, out = _geometry(node, attrs, shape[2:], kernel, ceil)
+            # every window must read the input: pads below a dilated kernel's reach
+            if any(p > (kk - 1) * d or q > (kk - 1) * d
+                   for p, q, kk, d in zip(pb, pe, kernel, dil)):
+                return None
+            stages.append(("pool", kernel, tuple(strides), (pb[0], pe[0], pb[1], pe[1]),
+                           tuple(dil), tuple(out)))
+            shape = (shape[0], shape[1], *out)
+    return stages
+
+
+def _chain_runner(parts: list):
+    """The handler of a chain step: the chain as one plan, or its parts one after another."""
+    def run(node, inputs, attrs, _parts=parts):
+        x, params = inputs[0], list(inputs[1:])
+        stages = _chain_stages(_parts, x, params) if isinstance(x, Tensor) else None
+        y = conv_chain(x, stages) if stages is not None else None
+        if y is not None:
+            return y
+        v, k = x, 0
+        for kind, (pnode, fn, ins, pattrs, _, _) in _parts:
+            extra = params[k:k + len(ins) - 1] if kind == "conv" else []
+            k += len(extra)
+            pnode.device, pnode.env = node.device, node.env
+            out = fn(pnode, [v] + extra, pattrs)
+            v = out[0] if isinstance(out, (tuple, list)) else out
+        return v
+
+    return run
+
+
+def _chains(out: list, keep: set) -> list:
+    """Runs of adjacent steps conv (-> relu) (-> max pool) ... whose links are read only by
+    the next step become one step each (`_chain_runner`); a run needs a convolution and a
+    second part."""
+    uses = _uses(out, keep)
+    result, i = [], 0
+    while i < len(out):
+        j = i
+        parts = []
+        if _chain_part(out[i]) == "conv":
+            while j < len(out):
+                kind = _chain_part(out[j])
+                if kind is None or (parts and out[j][2][0] != parts[-1][1][4][0]):
+                    break
+                if kind == "relu" and parts[-1][0] != "conv":  # a ReLU fuses into a conv only
+                    break
+                if parts and uses.get(parts[-1][1][4][0], 0) != 1:
+                    break
+                parts.append((kind, out[j]))
+                j += 1
+        if len(parts) < 2:
+            result.append(out[i])
+            i += 1
+            continue
+        first, last = parts[0][1], parts[-1][1]
+        ins = [first[2][0]]
+        for kind, step in parts:
+            if kind == "conv":
+                ins += [step[2][1], step[2][2] if len(step[2]) > 2 else ""]
+        cnode = _clone_node(first[0], ins, [last[4][0]])
+        # a node of its own kind: no rule may take it for the convolution it starts (its
+        # attributes are the chain's parts', not its own), a later fold included
+        cnode.op_type, cnode.domain = CHAIN_OP, CHAIN_DOMAIN
+        # parts' inputs beyond the chain value: weights and (possibly absent) biases
+        parts = [(kind, step if kind != "conv" else
+                  (step[0], step[1], (step[2][0], step[2][1],
+                                      step[2][2] if len(step[2]) > 2 else ""), step[3],
+                   step[4], step[5])) for kind, step in parts]
+        result.append((cnode, _chain_runner(parts), tuple(ins), {}, (last[4][0],), False))
+        i = j
+    return result
+
+
 def _relu_in_place(fn):
     def conv_relu(node, inputs, attrs, _fn=fn):
         return _fn(node, inputs, attrs).relu_()
@@ -210,6 +339,8 @@ def fold(steps: list, consts: dict, keep: set, device) -> tuple[list, dict]:
         drop.add(i)
         producer[y] = j
     out = [s for i, s in enumerate(out) if i not in drop]
+    # conv -> relu -> max pool -> conv ...: one step running the chain as one plan
+    out = _chains(out, keep)
     # conv + relu: the relu runs in place on the conv's fresh output
     uses = _uses(out, keep)
     producer = {o: i for i, s in enumerate(out) for o in s[4] if o}

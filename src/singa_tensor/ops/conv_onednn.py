@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
+
 from .. import _execution
 from .. import dtype as _dt
 from ..tensor import Tensor
-from ._registry import OpSpec, apply, contiguous, execution, ptr, register
+from ._registry import OpSpec, apply, contiguous, execution, host_decision, ptr, register
 
 
 def _launch(t: Tensor, fn, symbol: str):
@@ -186,6 +188,78 @@ def conv2d_planned(x: Tensor, weight: Tensor, bias, plan) -> Tensor:
         True
     """
     return apply(PlannedConv2d, x, weight, bias, plan)
+
+
+def _all_finite(x: Tensor) -> bool:
+    if hasattr(x._be, "view_numpy"):
+        return bool(np.isfinite(x._numpy()).all())
+    from .elementwise import isfinite
+
+    return bool(isfinite(x).all().item())
+
+
+def conv_chain(x: Tensor, stages: list) -> Tensor | None:
+    """Inference through a chain of 2-d convolutions and max poolings as one backend plan
+    (oneDNN's primitives, each reading the previous one's output in its own layout, ReLUs
+    fused into the convolutions), or None where no plan applies: a gradient wanted, not
+    float32, another backend, an ONNX trace, oneDNN off or without native code for a stage
+    (the caller then runs the stages one by one). Arguments are validated by the caller.
+
+    stages: ("conv", weight, bias or None, stride, pads (top, bottom, left, right), dilation,
+    groups, relu) and ("pool", (kh, kw), stride, pads, dilation, (out h, out w)).
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops.conv_onednn import conv_chain
+        >>> x, w = st.ones(1, 2, 4, 4), st.ones(3, 2, 3, 3)
+        >>> y = conv_chain(x, [("conv", w, None, (1, 1), (1, 1, 1, 1), (1, 1), 1, True),
+        ...                    ("pool", (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), (2, 2))])
+        >>> y is None or y.shape == (1, 3, 2, 2)
+        True
+    """
+    if x.dtype is not _dt.float32 or x.ndim != 4 or not x.numel():
+        return None
+    find = getattr(x._be, "conv_chain_plan", None)
+    if find is None:
+        return None
+    ex = _execution.running_count and execution()
+    if ex and ex.tracing:
+        return None
+    from ..autograd import is_grad_enabled
+
+    grad = is_grad_enabled()
+    tensors = [x] + [t for s in stages if s[0] == "conv" for t in s[1:3] if t is not None]
+    if any(t.dtype is not _dt.float32 or t._be is not x._be or (grad and t.requires_grad)
+           for t in tensors):
+        return None
+    n, c, h, w = x._shape
+    keys, params, kept = [], [], []
+    null = x._be.ffi.NULL
+    for s in stages:
+        if s[0] == "conv":
+            _, weight, bias, stride, pads, dil, groups, relu = s
+            wc = contiguous(weight)
+            keys.append(("conv", weight._shape[0], weight._shape[2], weight._shape[3],
+                         tuple(stride), tuple(pads), tuple(dil), groups, bias is not None,
+                         bool(relu)))
+            params += [ptr(wc), ptr(contiguous(bias)) if bias is not None else null]
+            kept.append(weight._storage if wc is weight and weight._storage in _KEPT
+                        else None)
+        else:
+            _, kernel, stride, pads, dil, out = s
+            keys.append(("pool", kernel[0], kernel[1], tuple(stride), tuple(pads), tuple(dil),
+                         tuple(out)))
+    plan = find(n, c, h, w, tuple(keys))
+    if plan is None:
+        return None
+    # oneDNN's max pooling and ReLU let NaN lose to numbers (x86 max), where max_pool2d and
+    # relu propagate it: a chain runs on finite input only (under graph capture the answer
+    # guards the replay); NaN or inf in x takes the stage-by-stage path
+    if not host_decision(lambda: _all_finite(x), bool):
+        return None
+    out = _out(x, plan.dst_shape)
+    _launch(x, plan.run, "onednn_chain")(ptr(contiguous(x)), ptr(out), tuple(kept), *params)
+    return out
 
 
 PlannedConv2d.fn = staticmethod(conv2d_planned)
