@@ -782,3 +782,21 @@ def test_a_backward_that_raises_drops_its_callbacks():
     with pytest.raises(ValueError, match="hook failed"):
         (x * 2).sum().backward()
     assert ran == [] and st.autograd.queue_callback(lambda: None) is False
+
+
+def test_variable_execution_engine_queues_as_pytorch_names_it():
+    from singa_tensor.autograd import Variable
+
+    x = Variable(st.ones(2), requires_grad=True)
+    ran = []
+
+    def hook(g):
+        Variable._execution_engine.queue_callback(lambda: ran.append(x.grad.tolist()))
+    x.register_hook(hook)
+    (x * 2).sum().backward()
+    assert ran == [[2.0, 2.0]]
+    with pytest.raises(RuntimeError, match="queue_callback: final callbacks can only be "
+                                           "installed during a backward pass"):
+        Variable._execution_engine.queue_callback(lambda: None)
+    with pytest.raises(TypeError, match="Variable: data must be a Tensor, got list"):
+        Variable([1.0])

@@ -364,6 +364,41 @@ def queue_callback(fn: Callable[[], None]) -> bool:
     return True
 
 
+class _ExecutionEngine:
+    """The backward engine as PyTorch names it (`Variable._execution_engine`)."""
+
+    @staticmethod
+    def queue_callback(fn: Callable[[], None]) -> None:
+        """`queue_callback(fn)`, raising outside a backward that fills `.grad` (as PyTorch's
+        engine does) instead of returning False."""
+        if not queue_callback(fn):
+            raise RuntimeError("queue_callback: final callbacks can only be installed during "
+                               "a backward pass")
+
+
+class Variable:
+    """PyTorch's legacy wrapper, kept for the scripts that still use it: `Variable(t)` is t
+    itself (with requires_grad set when asked), and `Variable._execution_engine.queue_callback`
+    queues a function to run at the end of the current backward.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.autograd import Variable
+        >>> v = Variable(st.ones(2), requires_grad=True)
+        >>> isinstance(v, st.Tensor), v.requires_grad
+        (True, True)
+    """
+
+    _execution_engine = _ExecutionEngine()
+
+    def __new__(cls, data, requires_grad: bool = False):
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Variable: data must be a Tensor, got {type(data).__name__}")
+        if requires_grad:
+            data.requires_grad_(True)
+        return data
+
+
 def _run(roots, root_grads, retain_graph: bool, create_graph: bool, capture=None):
     """Propagate root_grads from roots through the graph, then run the queued callbacks.
 
