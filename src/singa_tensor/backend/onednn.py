@@ -470,11 +470,11 @@ class Conv2d:
             self._run(*self._fwd, ptrs)
             return
         mems, inner, steps = self._fwd
-        buf = self._kept_weights(wei, kept, w)
         rest = [(m, n) for m, n in inner if m is not wei.inner]
         scratch = [_cpu.empty((nbytes + 3) // 4, _dt.float32) for _, nbytes in rest]
         lib = self.lib
         with self._lock:
+            buf = kept_weights(lib, self._kept, wei, kept, w)
             for m, p in zip(mems, ptrs):
                 lib.dnnl_memory_set_data_handle(m, p)
             for (m, _), s in zip(rest, scratch):
@@ -485,29 +485,6 @@ class Conv2d:
                     _check(lib.dnnl_primitive_execute(s.prim, _stream, s.n, s.args),
                            "dnnl_primitive_execute")
             lib.dnnl_stream_wait(_stream)
-
-    # weights kept in a primitive's layout, per plan: at most this many storages
-    _MAX_KEPT = 64
-
-    def _kept_weights(self, wei: _Operand, storage, w):
-        """The buffer holding storage's weights (at pointer w) in the forward primitive's
-        layout, reordered now if this storage, at this version, has none yet."""
-        key = (id(storage), int(_ffi.cast("uintptr_t", w)))  # one storage may hold several
-        entry = self._kept.get(key)
-        if entry is not None and entry[0]() is storage and entry[1] == storage.version:
-            return entry[2]
-        buf = _cpu.empty((wei.nbytes + 3) // 4, _dt.float32)
-        lib = self.lib
-        with self._lock:
-            lib.dnnl_memory_set_data_handle(wei.user, w)
-            lib.dnnl_memory_set_data_handle(wei.inner, buf.ptr)
-            _check(lib.dnnl_primitive_execute(wei.reorder.prim, _stream, wei.reorder.n,
-                                              wei.reorder.args), "dnnl_primitive_execute")
-            lib.dnnl_stream_wait(_stream)
-        if len(self._kept) >= self._MAX_KEPT:
-            self._kept.pop(next(iter(self._kept)))
-        self._kept[key] = (weakref.ref(storage), storage.version, buf)
-        return buf
 
     def _backward_data_pd(self):
         if self._bwd_data_pd is None:
@@ -553,6 +530,30 @@ class Conv2d:
         calls["backward_weights"] += 1
         ptrs = (x, gy, gw, gb) if self.bias else (x, gy, gw)
         self._run(*self._bwd_weights, ptrs)
+
+
+# weights kept in a primitive's layout, per plan: at most this many storages
+_MAX_KEPT = 64
+
+
+def kept_weights(lib, cache: dict, wei: _Operand, storage, w):
+    """The buffer holding storage's weights (at pointer w) in the layout of operand wei,
+    from cache (a plan's), reordered now if this storage, at this version, has none there
+    yet. The caller holds the plan's lock (wei's memories are rebound)."""
+    key = (id(storage), int(_ffi.cast("uintptr_t", w)))  # one storage may hold several
+    entry = cache.get(key)
+    if entry is not None and entry[0]() is storage and entry[1] == storage.version:
+        return entry[2]
+    buf = _cpu.empty((wei.nbytes + 3) // 4, _dt.float32)
+    lib.dnnl_memory_set_data_handle(wei.user, w)
+    lib.dnnl_memory_set_data_handle(wei.inner, buf.ptr)
+    s = wei.reorder
+    _check(lib.dnnl_primitive_execute(s.prim, _stream, s.n, s.args), "dnnl_primitive_execute")
+    lib.dnnl_stream_wait(_stream)
+    if len(cache) >= _MAX_KEPT:
+        cache.pop(next(iter(cache)))
+    cache[key] = (weakref.ref(storage), storage.version, buf)
+    return buf
 
 
 _plans: dict[tuple, Conv2d | None] = {}

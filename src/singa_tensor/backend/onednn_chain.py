@@ -17,7 +17,6 @@ stage list, or None when oneDNN is off, missing, or has only reference code for 
 from __future__ import annotations
 
 import threading
-import weakref
 
 from .. import dtype as _dt
 from . import cpu as _cpu
@@ -170,8 +169,6 @@ class Chain:
         self.plan.append(("step", self._reorder(lib, cur_md, cur_mem, want_md, mem)))
         return mem
 
-    _MAX_KEPT = 64
-
     def run(self, x, y, kept, *params) -> None:
         lib, stream = self.lib, _o._stream
         buffers = {id(m): _cpu.empty((nbytes + 3) // 4, _dt.float32)
@@ -192,7 +189,8 @@ class Chain:
                     _, i, wei = item
                     storage = kept[i] if kept is not None else None
                     if storage is not None:
-                        buf = self._kept_buffer(wei, storage, params[2 * i])
+                        buf = _o.kept_weights(lib, self._kept, wei, storage,
+                                              params[2 * i])
                         held.append(buf)
                         lib.dnnl_memory_set_data_handle(wei.inner, buf.ptr)
                         continue
@@ -202,24 +200,6 @@ class Chain:
                 _o._check(lib.dnnl_primitive_execute(s.prim, stream, s.n, s.args),
                           "dnnl_primitive_execute")
             lib.dnnl_stream_wait(stream)
-
-    def _kept_buffer(self, wei, storage, w):
-        key = (id(storage), int(_o._ffi.cast("uintptr_t", w)))
-        entry = self._kept.get(key)
-        if entry is not None and entry[0]() is storage and entry[1] == storage.version:
-            return entry[2]
-        buf = _cpu.empty((wei.nbytes + 3) // 4, _dt.float32)
-        lib = self.lib
-        # reorder into the new buffer through the operand's own memories
-        lib.dnnl_memory_set_data_handle(wei.user, w)
-        lib.dnnl_memory_set_data_handle(wei.inner, buf.ptr)
-        s = wei.reorder
-        _o._check(lib.dnnl_primitive_execute(s.prim, _o._stream, s.n, s.args),
-                  "dnnl_primitive_execute")
-        if len(self._kept) >= self._MAX_KEPT:
-            self._kept.pop(next(iter(self._kept)))
-        self._kept[key] = (weakref.ref(storage), storage.version, buf)
-        return buf
 
 
 _chains: dict = {}
