@@ -29,6 +29,14 @@ def _launch(t: Tensor, fn, symbol: str):
 _PLANNED = (_dt.float32, _dt.bfloat16, _dt.float16)
 
 
+def _planner(x: Tensor, name: str):
+    """x's backend's plan maker `name`, or None: the backend has none, or an ONNX export is
+    tracing (it keeps the paths whose ops all have ONNX forms)."""
+    find = getattr(x._be, name, None)
+    ex = _execution.running_count and execution()
+    return None if find is None or (ex and ex.tracing) else find
+
+
 def plan_for(x: Tensor, weight: Tensor, bias, geo: tuple, pads: tuple, groups: int):
     """The backend's plan for this convolution, or None (the im2col path runs). Export traces
     keep the im2col path, whose ops all have ONNX forms."""
@@ -36,11 +44,8 @@ def plan_for(x: Tensor, weight: Tensor, bias, geo: tuple, pads: tuple, groups: i
         return None
     if bias is not None and (bias.dtype is not x.dtype or bias._be is not x._be):
         return None
-    find = getattr(x._be, "conv2d_plan", None)
+    find = _planner(x, "conv2d_plan")
     if find is None:
-        return None
-    ex = _execution.running_count and execution()
-    if ex and ex.tracing:
         return None
     n, c, h, w = x._shape
     o = weight._shape[0]
@@ -219,11 +224,8 @@ def conv_chain(x: Tensor, stages: list) -> Tensor | None:
     """
     if x.dtype is not _dt.float32 or x.ndim != 4 or not x.numel():
         return None
-    find = getattr(x._be, "conv_chain_plan", None)
+    find = _planner(x, "conv_chain_plan")
     if find is None:
-        return None
-    ex = _execution.running_count and execution()
-    if ex and ex.tracing:
         return None
     from ..autograd import is_grad_enabled
 

@@ -32,10 +32,6 @@ class Recurrent(OpSpec):
     onnx = "LSTM"  # or GRU, RNN: by mode
     composite = True
 
-    @staticmethod
-    def reference(*args, **kwargs):  # pragma: no cover - the layers have their own tests
-        raise NotImplementedError
-
 
 @traced("_recurrent")
 def recurrent(mode: str, input: Tensor, weights: list, h0, c0, bidirectional: bool,
@@ -58,10 +54,6 @@ class RecurrentCell(OpSpec):
     name = "_recurrent_cell"  # internal: reached through the nn cells
     onnx = "LSTM"  # or GRU, RNN: by mode
     composite = True
-
-    @staticmethod
-    def reference(*args, **kwargs):  # pragma: no cover - the cells have their own tests
-        raise NotImplementedError
 
 
 @traced("_recurrent_cell")
