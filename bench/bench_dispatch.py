@@ -19,7 +19,7 @@ import sys
 import timeit
 
 # the environment as the user started the script: PyTorch's process starts from this, not from
-# what singa_tensor's import adds (OMP_WAIT_POLICY)
+# anything singa_tensor's import might add
 USER_ENV = dict(os.environ)
 
 import singa_tensor as st  # noqa: E402  (after USER_ENV is taken)

@@ -12,7 +12,7 @@ its recorded backward; GELU's and SiLU's kernels forward with the composed Tenso
 and of PyTorch, then the ratios fused/composed and fused/torch (below 1: fused is faster).
 
 PyTorch runs first, in its own process started with the environment this script was started
-with (the variables our import sets, such as OMP_WAIT_POLICY, are not passed on); its column is
+with (nothing our import might set in the environment is passed on); its column is
 `-` without --torch-python or a python that imports torch. Before timing, each fused result and
 gradient is checked against the composition's; the script stops if they differ. On a shared
 machine the times are noisy: compare ratios of one run, and rerun before trusting a change.

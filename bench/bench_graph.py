@@ -30,7 +30,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 # the environment the user started this script with, before singa_tensor's import adds to it
-# (OMP_WAIT_POLICY): PyTorch's child process starts from this, with PyTorch's own defaults
+# anything: PyTorch's child process starts from this, with PyTorch's own defaults
 USER_ENV = dict(os.environ)
 
 THREADS = 2

@@ -315,7 +315,7 @@ def set_thread_env(n: int) -> None:
 
 # The environment this script was started with, before anything here or in a library changed
 # it: each worker process starts from it, so neither library inherits the other's settings
-# (singa_tensor's import sets OMP_WAIT_POLICY=PASSIVE for its own OpenMP pool, for example).
+# (an import that set a thread-pool variable such as OMP_WAIT_POLICY would otherwise leak).
 USER_ENV = dict(os.environ)
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 SHOWN_VARS = THREAD_VARS + ("OMP_WAIT_POLICY", "OMP_PROC_BIND", "GOMP_SPINCOUNT",

@@ -316,3 +316,27 @@ def test_diagonal_and_trace_errors():
         st.trace(st.ones(2, 2, 2))
     with pytest.raises(TypeError, match="trace: input must be a Tensor, got list"):
         st.trace([[1.0]])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("ta, tb", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("m, n, k", [(203, 70, 129), (45, 333, 97)])
+def test_products_split_over_threads_match_float64(threads, ta, tb, m, n, k):
+    """A product of over 2^20 multiply-adds is split over the threads by rows of C (m >= n) or
+    by columns (cpp/src/blas.h: gemm_mt) in blocks of 16 that these sizes leave partial; every
+    transpose combination reads the operands where they lie. float32 against float64 numpy, to
+    a relative 4e-6 of k times the largest product (the split changes no element's sum)."""
+    r = np.random.default_rng(m + n)
+    a = r.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = r.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    want = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+    before = st.get_num_threads()
+    try:
+        st.set_num_threads(threads)
+        x, y = st.tensor(a), st.tensor(b)
+        got = to_numpy(st.matmul(x.T if ta else x, y.T if tb else y))
+    finally:
+        st.set_num_threads(before)
+    bound = 4e-6 * k * float(np.abs(a).max() * np.abs(b).max())
+    assert got.shape == (m, n)
+    assert float(np.abs(got - want).max()) <= bound

@@ -121,6 +121,25 @@ def test_layer_equals_the_per_step_loop(mode, layers, bidirectional, batch_first
         _close(g, w, dtype, f"d {name}")
 
 
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN_TANH"])
+@pytest.mark.parametrize("batch", [1, 7, 13])
+def test_float32_sizes_that_fill_the_step_product_tiles(mode, batch):
+    """The float32 per-step products run the few-row kernels (cpp/src/small_gemm.h): hidden 37
+    and input 19 give full vector blocks plus partial ones along every dimension, and batches 1,
+    7 and 13 full and partial tiles of rows (the products' rows are the batch)."""
+    st.manual_seed(5)
+    kw = {"nonlinearity": "tanh"} if mode.startswith("RNN") else {}
+    layer = LAYERS[mode](19, 37, 2, bidirectional=True, dtype=st.float32, **kw)
+    r = np.random.default_rng(13)
+    x = st.tensor(r.standard_normal((6, batch, 19)), dtype=st.float32)
+    states = [st.tensor(r.standard_normal((4, batch, 37)), dtype=st.float32)
+              for _ in range(2 if mode == "LSTM" else 1)]
+    got_out, got_grads = _run(layer, True, x, states)
+    want_out, want_grads = _run(layer, False, x, states)
+    for i, (g, w) in enumerate(zip(got_out + got_grads, want_out + want_grads)):
+        _close(g, w, "float32", f"{mode} batch {batch} tensor {i}")
+
+
 @pytest.mark.parametrize("mode", ["LSTM", "GRU"])
 def test_no_bias_unbatched_and_single_step(mode):
     layer = _layer(mode, 1, True, False, "float64", bias=False)

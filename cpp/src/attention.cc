@@ -35,16 +35,12 @@ inline int64_t key_end(const AttentionDims& d, int64_t i0, int64_t nq) {
 template <class T, class F>
 void for_tasks(int64_t n, int64_t cost, int64_t scratch, F&& body) {
   const int nt = threads_for(n * cost);
-  const bool hold = nt > 1;
-  const int blas_threads = hold ? blas::num_threads() : 0;
-  if (hold) blas::set_num_threads(1);
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     std::vector<T> work(scratch);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < n; ++t) body(t, work.data());
   }
-  if (hold) blas::set_num_threads(blas_threads);
 }
 
 template <class T>

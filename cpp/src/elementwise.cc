@@ -153,6 +153,9 @@ void float_test_low(const uint16_t* x, uint8_t* y, int64_t n, int which) {
   });
 }
 
+// OpenBLAS runs on the calling thread from the library's load on (blas.h)
+[[maybe_unused]] const bool kBlasOnCaller = (blas::set_num_threads(1), true);
+
 }  // namespace
 }  // namespace st
 
@@ -244,9 +247,8 @@ ST_HALF_TYPES(ST_DEF_WHERE, _)  // a selection moves bits: the uint16_t loop ser
 
 int32_t st_num_threads(void) { return omp_get_max_threads(); }
 void st_set_num_threads(int32_t n) {
-  // both pools: our OpenMP kernels and OpenBLAS's matrix products
+  // OpenBLAS stays on one thread: its products are split over these (blas::gemm_mt)
   omp_set_num_threads(n > 0 ? n : 1);
-  st::blas::set_num_threads(n > 0 ? n : 1);
 }
 
 }  // extern "C"

@@ -34,23 +34,18 @@ void gemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, double alpha,
                       (batch >= max_t && work < (int64_t(1) << 22)))) {
       // Many small or mid-sized products (attention heads, batched layers): one product per
       // thread beats splitting each product over threads, which costs a fork and a join per
-      // product. OpenBLAS runs products under 2^18 on the calling thread by itself; above that
-      // its own pool would take them, so it is held to one thread while ours run.
+      // product.
       int nt = threads_for(batch * work / 64);
-      const bool hold = nt > 1 && work >= (int64_t(1) << 18);
-      const int blas_threads = hold ? blas::num_threads() : 0;
-      if (hold) blas::set_num_threads(1);
 #pragma omp parallel for num_threads(nt) if (nt > 1)
       for (int64_t p = 0; p < batch; ++p) {
         blas::gemm(ta, tb, m, n, k, T(alpha), a + p * sa, lda, b + p * sb, ldb, T(beta),
                    c + p * sc, ldc);
       }
-      if (hold) blas::set_num_threads(blas_threads);
       return;
     }
     for (int64_t p = 0; p < batch; ++p)
-      blas::gemm(ta, tb, m, n, k, T(alpha), a + p * sa, lda, b + p * sb, ldb, T(beta),
-                 c + p * sc, ldc);
+      blas::gemm_mt(ta, tb, m, n, k, T(alpha), a + p * sa, lda, b + p * sb, ldb, T(beta),
+                    c + p * sc, ldc);
   } else {
     using A = Wrap<T>;  // products and sums wrap on overflow (dtypes.h), as on CUDA
     const A ia = A(T(alpha)), ib = A(T(beta));
@@ -134,8 +129,8 @@ struct HalfGemm {
       widen<Tag>(b, ldb, rb, cb, bf.data(), par);
     }
     if (beta != 0) widen<Tag>(c, ldc, m, n, cf.data(), par);
-    blas::gemm(ta, tb, m, n, k, alpha, af.data(), std::max<int64_t>(ca, 1), bf.data(),
-               std::max<int64_t>(cb, 1), beta, cf.data(), std::max<int64_t>(n, 1));
+    blas::gemm_mt(ta, tb, m, n, k, alpha, af.data(), std::max<int64_t>(ca, 1), bf.data(),
+                  std::max<int64_t>(cb, 1), beta, cf.data(), std::max<int64_t>(n, 1));
     narrow<Tag>(cf.data(), m, n, c, ldc, par);
   }
 };
@@ -157,12 +152,8 @@ void gemm_half(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, double a
   const HalfGemm<Tag> proto{ta, tb, m, n, k, float(alpha), float(beta), {}, {}, {}};
   const int64_t work = m * n * k;
   if (batch > 1 && work < (int64_t(1) << 22)) {
-    // many small products: one product per thread with its own buffers (as the float path,
-    // OpenBLAS held to one thread while ours run)
+    // many small products: one product per thread with its own buffers (as the float path)
     const int nt = std::max(1, std::min<int>(threads_for(batch * work / 64), int(batch)));
-    const bool hold = nt > 1 && work >= (int64_t(1) << 18);
-    const int blas_threads = hold ? blas::num_threads() : 0;
-    if (hold) blas::set_num_threads(1);
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
       HalfGemm<Tag> g = proto;
@@ -173,7 +164,6 @@ void gemm_half(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, double a
       for (int64_t p = pb; p < pe; ++p)
         g.run(a + p * sa, lda, b + p * sb, ldb, c + p * sc, ldc, p > pb && sb == 0, false);
     }
-    if (hold) blas::set_num_threads(blas_threads);
     return;
   }
   HalfGemm<Tag> g = proto;

@@ -2,10 +2,12 @@
 // (bias, activations, state update, and what the backward needs) is one pass over the rows, so
 // a step costs two kernel calls instead of a dozen elementwise ones.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "blas.h"
 #include "common.h"
+#include "small_gemm.h"
 #include "singa_tensor/rnn_seq.h"
 
 namespace st {
@@ -145,7 +147,17 @@ template <class T>
 struct CpuSeqOps {
   void gemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
             int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-    blas::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if constexpr (std::is_same_v<T, float>) {
+      // the per-step products (m = batch rows) read the recurrent weight where it lies
+      if (small_gemm::suits(ta, m, n, k, alpha, beta)) {
+        if (tb)
+          small_gemm::nt(m, n, k, a, lda, b, ldb, c, ldc, beta == T(1));
+        else
+          small_gemm::nn(m, n, k, a, lda, b, ldb, c, ldc, beta == T(1));
+        return;
+      }
+    }
+    blas::gemm_mt(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
   void lstm(const T* gx, const T* gh, const T* cp, T* h, T* c, T* saved, int64_t batch,
             int64_t hidden) {

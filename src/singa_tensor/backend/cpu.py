@@ -15,12 +15,12 @@ from .. import _execution
 from ..dtype import ALL as _DTYPES
 from .device import CPU
 
-# Idle OpenMP and OpenBLAS worker threads spin by default, and our kernels and OpenBLAS
-# alternate within every training step: on a small machine each pool's spinning threads then
-# steal the cores the other one needs (a 512x512 layer step ran 3x slower). Both libraries read
-# these settings when they load, so they are set here, before the load, unless the user chose.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+# One thread pool serves every CPU kernel: OpenMP's (GNU libgomp), which oneDNN shares. The C++
+# library keeps OpenBLAS on the calling thread and splits large products over OpenMP's threads
+# itself (cpp/src/blas.h), so no second pool's threads wait for work beside ours. The pool runs
+# with OpenMP's defaults: an idle thread spins for a while before it sleeps, so that the next
+# kernel, usually microseconds away in a training step, finds it awake (`OMP_WAIT_POLICY` and
+# `GOMP_SPINCOUNT`, read when the library loads, change that).
 
 
 def _preload_openblas() -> None:
