@@ -340,3 +340,22 @@ def test_products_split_over_threads_match_float64(threads, ta, tb, m, n, k):
     bound = 4e-6 * k * float(np.abs(a).max() * np.abs(b).max())
     assert got.shape == (m, n)
     assert float(np.abs(got - want).max()) <= bound
+
+
+@pytest.mark.parametrize("m", [1, 5, 15])
+def test_equal_columns_of_a_split_product_come_out_equal(m):
+    """A product with fewer than 16 rows is never split over threads: a split by columns would
+    compute the two parts through matrix-vector code whose rounding depends on where a column
+    lies, and equal columns of C (an ONNX model whose weights are one constant, logits near
+    1e19, then softmax) must stay bit for bit equal, as in one call."""
+    r = np.random.default_rng(m)
+    x = st.tensor(r.uniform(1e8, 2e8, (m, 2048)).astype(np.float32))
+    w = st.tensor(np.full((2048, 1000), 0.37, np.float32))
+    before = st.get_num_threads()
+    try:
+        st.set_num_threads(2)
+        got = to_numpy(st.matmul(x, w))
+    finally:
+        st.set_num_threads(before)
+    for row in got:
+        assert np.unique(row).size == 1

@@ -38,6 +38,11 @@ inline void set_num_threads(int n) { scipy_openblas_set_num_threads(n); }
 // below this many multiply-adds a product runs on the calling thread
 constexpr int64_t kSplitWork = int64_t(1) << 20;
 
+// below this many rows a product is not split: OpenBLAS computes it as matrix-vector products,
+// whose rounding may depend on a column's position in the call, and equal columns of C must
+// come out equal wherever a split puts them
+constexpr int64_t kSplitRows = 16;
+
 // gemm with the rows of C (or, when C is wider than tall, its columns) split over OpenMP's
 // threads in blocks of 16; each thread's OpenBLAS call runs on that thread.
 template <class T>
@@ -46,7 +51,9 @@ void gemm_mt(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, T alpha, c
   const int64_t work = m * n * k;
   const bool by_rows = m >= n;
   const int64_t len = by_rows ? m : n;
-  int nt = work < kSplitWork ? 1 : std::min<int>(omp_get_max_threads(), int(len / 16));
+  int nt = work < kSplitWork || m < kSplitRows
+               ? 1
+               : std::min<int>(omp_get_max_threads(), int(len / 16));
   if (nt <= 1 || omp_in_parallel()) {
     gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;

@@ -3,7 +3,6 @@
 // a step costs two kernel calls instead of a dozen elementwise ones.
 #include <algorithm>
 #include <type_traits>
-#include <vector>
 
 #include "blas.h"
 #include "common.h"
@@ -31,34 +30,56 @@ inline void sigmoid_inplace(T* a, int64_t n) {
   for (int64_t k = 0; k < n; ++k) a[k] = sigmoid(a[k]);
 }
 
-// Each row runs as a few flat loops (sum, activations, state update) rather than one loop that
-// does everything per unit: flat loops vectorise, the fused one did not and ran 15x slower.
+// A step's rows are few (the batch), so the cells split each row's units into chunks too and
+// spread the (row, chunk) pairs over the threads. A chunk runs as a few flat loops (sum,
+// activations, state update) rather than one loop that does everything per unit: flat loops
+// vectorise, the fused one did not and ran 15x slower.
+constexpr int64_t kUnitChunk = 64;
+
+// body(row, first unit, end unit) over every row and chunk of units; `cost` per unit, in the
+// elementwise units of kGrain (an exponential or tanh counts as about ten)
+template <class F>
+void over_units(int64_t batch, int64_t hidden, int64_t cost, F&& body) {
+  const int64_t chunks = (hidden + kUnitChunk - 1) / kUnitChunk;
+  parallel_for(batch * chunks, std::min(hidden, kUnitChunk) * cost, [&](int64_t b, int64_t e) {
+    for (int64_t q = b; q < e; ++q) {
+      const int64_t j0 = (q % chunks) * kUnitChunk;
+      body(q / chunks, j0, std::min(hidden, j0 + kUnitChunk));
+    }
+  });
+}
+
 template <class T>
 void lstm_cell(const T* gx, const T* gh, const T* bias, const T* cp, T* h, T* c, T* saved,
                int64_t batch, int64_t hidden) {
   const int64_t g4 = 4 * hidden;
-  parallel_for(batch, 16 * hidden, [&](int64_t rb, int64_t re) {
-    std::vector<T> scratch(saved ? 0 : g4);
-    for (int64_t r = rb; r < re; ++r) {
-      T* a = saved ? saved + r * g4 : scratch.data();
-      gate_sum(gx + r * g4, gh + r * g4, bias, a, g4);
-      sigmoid_inplace(a, 2 * hidden);  // i, f
-      T* g = a + 2 * hidden;
+  over_units(batch, hidden, 64, [&](int64_t r, int64_t j0, int64_t j1) {
+    const int64_t w = j1 - j0;
+    T scratch[4 * kUnitChunk];
+    T* seg[4];  // the chunk's i, f, g, o: in the saved row, or in scratch when nothing is kept
+    for (int q = 0; q < 4; ++q)
+      seg[q] = saved ? saved + r * g4 + q * hidden + j0 : scratch + q * kUnitChunk;
+    for (int q = 0; q < 4; ++q) {
+      const int64_t off = r * g4 + q * hidden + j0;
+      gate_sum(gx + off, gh + off, bias ? bias + q * hidden + j0 : nullptr, seg[q], w);
+    }
+    sigmoid_inplace(seg[0], w);
+    sigmoid_inplace(seg[1], w);
+    T* g = seg[2];
 #pragma omp simd
-      for (int64_t j = 0; j < hidden; ++j) g[j] = tanh_(g[j]);
-      sigmoid_inplace(a + 3 * hidden, hidden);  // o
-      const T* i = a;
-      const T* f = a + hidden;
-      const T* o = a + 3 * hidden;
-      const T* cr = cp + r * hidden;
-      T* hr = h + r * hidden;
-      T* ccr = c + r * hidden;
+    for (int64_t j = 0; j < w; ++j) g[j] = tanh_(g[j]);
+    sigmoid_inplace(seg[3], w);
+    const T* i = seg[0];
+    const T* f = seg[1];
+    const T* o = seg[3];
+    const T* cr = cp + r * hidden + j0;
+    T* hr = h + r * hidden + j0;
+    T* ccr = c + r * hidden + j0;
 #pragma omp simd
-      for (int64_t j = 0; j < hidden; ++j) {
-        const T cn = f[j] * cr[j] + i[j] * g[j];
-        ccr[j] = cn;
-        hr[j] = o[j] * tanh_(cn);
-      }
+    for (int64_t j = 0; j < w; ++j) {
+      const T cn = f[j] * cr[j] + i[j] * g[j];
+      ccr[j] = cn;
+      hr[j] = o[j] * tanh_(cn);
     }
   });
 }
@@ -67,19 +88,17 @@ template <class T>
 void lstm_cell_backward(const T* saved, const T* cp, const T* c, const T* dh, const T* dc,
                         T* dgates, T* dcp, int64_t batch, int64_t hidden) {
   const int64_t g4 = 4 * hidden;
-  parallel_for(batch, 16 * hidden, [&](int64_t rb, int64_t re) {
-    for (int64_t r = rb; r < re; ++r) {
-      const T* s = saved + r * g4;
-      const T* cr = cp + r * hidden;
-      const T* cn = c + r * hidden;
-      const T* dhr = dh + r * hidden;
-      const T* dcr = dc + r * hidden;
-      T* d = dgates + r * g4;
-      T* dcpr = dcp + r * hidden;
+  over_units(batch, hidden, 32, [&](int64_t r, int64_t j0, int64_t j1) {
+    const T* s = saved + r * g4;
+    const T* cr = cp + r * hidden;
+    const T* cn = c + r * hidden;
+    const T* dhr = dh + r * hidden;
+    const T* dcr = dc + r * hidden;
+    T* d = dgates + r * g4;
+    T* dcpr = dcp + r * hidden;
 #pragma omp simd
-      for (int64_t j = 0; j < hidden; ++j)
-        dcpr[j] = lstm_backward_element(s + j, cr[j], cn[j], dhr[j], dcr[j], d + j, hidden);
-    }
+    for (int64_t j = j0; j < j1; ++j)
+      dcpr[j] = lstm_backward_element(s + j, cr[j], cn[j], dhr[j], dcr[j], d + j, hidden);
   });
 }
 
@@ -87,37 +106,41 @@ template <class T>
 void gru_cell(const T* gx, const T* gh, const T* bias, const T* hp, T* h, T* saved, int64_t batch,
               int64_t hidden) {
   const int64_t g3 = 3 * hidden, g4 = 4 * hidden;
-  parallel_for(batch, 12 * hidden, [&](int64_t rb, int64_t re) {
-    std::vector<T> scratch(saved ? 0 : g4);
-    for (int64_t r = rb; r < re; ++r) {
-      const T* x = gx + r * g3;
-      const T* y = gh + r * g3;
-      // saved row: r, z, n, hn; r and z first hold their pre-activation sums
-      T* a = saved ? saved + r * g4 : scratch.data();
-      T* hn = a + 3 * hidden;
-      gate_sum(x, y, bias, a, 2 * hidden);
-      sigmoid_inplace(a, 2 * hidden);
-      const T* yn = y + 2 * hidden;
-      if (bias) {
-        const T* bn = bias + 2 * hidden;
+  over_units(batch, hidden, 48, [&](int64_t r, int64_t j0, int64_t j1) {
+    const int64_t w = j1 - j0;
+    const T* x = gx + r * g3;
+    const T* y = gh + r * g3;
+    // saved row: r, z, n, hn; r and z first hold their pre-activation sums
+    T scratch[4 * kUnitChunk];
+    T* seg[4];
+    for (int q = 0; q < 4; ++q)
+      seg[q] = saved ? saved + r * g4 + q * hidden + j0 : scratch + q * kUnitChunk;
+    for (int q = 0; q < 2; ++q) {
+      gate_sum(x + q * hidden + j0, y + q * hidden + j0, bias ? bias + q * hidden + j0 : nullptr,
+               seg[q], w);
+      sigmoid_inplace(seg[q], w);
+    }
+    T* hn = seg[3];
+    const T* yn = y + 2 * hidden + j0;
+    if (bias) {
+      const T* bn = bias + 2 * hidden + j0;
 #pragma omp simd
-        for (int64_t j = 0; j < hidden; ++j) hn[j] = yn[j] + bn[j];
-      } else {
+      for (int64_t j = 0; j < w; ++j) hn[j] = yn[j] + bn[j];
+    } else {
 #pragma omp simd
-        for (int64_t j = 0; j < hidden; ++j) hn[j] = yn[j];
-      }
-      const T* rg = a;
-      const T* z = a + hidden;
-      T* n = a + 2 * hidden;
-      const T* xn = x + 2 * hidden;
-      const T* hpr = hp + r * hidden;
-      T* hr = h + r * hidden;
+      for (int64_t j = 0; j < w; ++j) hn[j] = yn[j];
+    }
+    const T* rg = seg[0];
+    const T* z = seg[1];
+    T* n = seg[2];
+    const T* xn = x + 2 * hidden + j0;
+    const T* hpr = hp + r * hidden + j0;
+    T* hr = h + r * hidden + j0;
 #pragma omp simd
-      for (int64_t j = 0; j < hidden; ++j) {
-        const T nv = tanh_(xn[j] + rg[j] * hn[j]);
-        n[j] = nv;
-        hr[j] = (T(1) - z[j]) * nv + z[j] * hpr[j];
-      }
+    for (int64_t j = 0; j < w; ++j) {
+      const T nv = tanh_(xn[j] + rg[j] * hn[j]);
+      n[j] = nv;
+      hr[j] = (T(1) - z[j]) * nv + z[j] * hpr[j];
     }
   });
 }
@@ -126,18 +149,16 @@ template <class T>
 void gru_cell_backward(const T* saved, const T* hp, const T* dh, T* dgx, T* dgh, T* dhp,
                        int64_t batch, int64_t hidden) {
   const int64_t g3 = 3 * hidden, g4 = 4 * hidden;
-  parallel_for(batch, 12 * hidden, [&](int64_t rb, int64_t re) {
-    for (int64_t r = rb; r < re; ++r) {
-      const T* s = saved + r * g4;
-      const T* hpr = hp + r * hidden;
-      const T* dhr = dh + r * hidden;
-      T* dx = dgx + r * g3;
-      T* dy = dgh + r * g3;
-      T* dhpr = dhp + r * hidden;
+  over_units(batch, hidden, 24, [&](int64_t r, int64_t j0, int64_t j1) {
+    const T* s = saved + r * g4;
+    const T* hpr = hp + r * hidden;
+    const T* dhr = dh + r * hidden;
+    T* dx = dgx + r * g3;
+    T* dy = dgh + r * g3;
+    T* dhpr = dhp + r * hidden;
 #pragma omp simd
-      for (int64_t j = 0; j < hidden; ++j)
-        dhpr[j] = gru_backward_element(s + j, hpr[j], dhr[j], dx + j, dy + j, hidden);
-    }
+    for (int64_t j = j0; j < j1; ++j)
+      dhpr[j] = gru_backward_element(s + j, hpr[j], dhr[j], dx + j, dy + j, hidden);
   });
 }
 
