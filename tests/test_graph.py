@@ -256,6 +256,50 @@ def test_model_compile_use_graph_trains_like_eager():
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
+def test_captured_gradients_are_taken_over_without_copies_and_shared_ones_copied():
+    """While a step is recorded the recorder holds every storage it sees; autograd discounts
+    that reference, so a fresh gradient becomes .grad as in eager execution (no copy call in
+    the replay), while a gradient the step also keeps elsewhere is still copied."""
+    st.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 7), nn.ReLU(), nn.Linear(7, 3))
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = st.randn(4, 5)
+    y = st.tensor(np.array([0, 2, 1, 0], dtype=np.int64))
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    fn = st.compile(step)
+    for _ in range(3):
+        fn()
+    symbols = [c[2] for c in fn._latest.graph.calls]
+    backward = symbols[symbols.index("st_softmax_xent_backward_f32"):]
+    # the products and sums of the backward write the six gradients themselves
+    assert backward.count("st_sgd_step_f32") == 4
+    assert not [sym for sym in backward if sym.startswith("st_copy")], symbols
+    grads = [p.grad for p in model.parameters()]
+    fn()
+    assert [p.grad for p in model.parameters()] == grads  # the same tensors, rewritten
+
+    a, b = st.ones(3, requires_grad=True), st.ones(3, requires_grad=True)
+    g_user = st.ones(3)
+
+    def shared():
+        a.grad = b.grad = None
+        (a + b).backward(g_user)  # add hands one gradient to both inputs
+        return a.grad
+
+    shared_fn = st.compile(shared)
+    for _ in range(2):
+        shared_fn()
+    a.grad.add_(1.0)
+    assert helpers.to_numpy(b.grad).tolist() == [1.0] * 3
+
+
 def test_side_by_side_debug_names_the_first_differing_call():
     if st.ones(1).device.type != "cpu":
         fn = st.compile(lambda x: x * 2, warmup=0)

@@ -155,57 +155,53 @@ inline void nn_rows(const float* a, int64_t lda, const float* b, int64_t ldb, fl
   }
 }
 
-// the rows of C in tiles of up to R rows, for the columns [nb, ne)
+// rows(tile rows, A's first row, C's first row, nb, ne) over every tile of up to R rows of C
+// and the columns [nb, ne), the columns split over threads in blocks of `unit`
 template <int R, class Rows>
-inline void by_rows(int64_t m, int64_t lda, int64_t ldc, const float* a, float* c, Rows&& rows) {
-  int64_t i = 0;
-  for (; i + R <= m; i += R) rows(std::integral_constant<int, R>{}, a + i * lda, c + i * ldc);
-  switch (m - i) {
-    case 3: rows(std::integral_constant<int, 3>{}, a + i * lda, c + i * ldc); break;
-    case 2: rows(std::integral_constant<int, 2>{}, a + i * lda, c + i * ldc); break;
-    case 1: rows(std::integral_constant<int, 1>{}, a + i * lda, c + i * ldc); break;
-    default: break;
-  }
+inline void tiles(int64_t m, int64_t n, int64_t k, int64_t unit, const float* a, int64_t lda,
+                  float* c, int64_t ldc, Rows&& rows) {
+  parallel_for((n + unit - 1) / unit, unit * m * k, [&](int64_t ub, int64_t ue) {
+    const int64_t nb = unit * ub, ne = std::min(n, unit * ue);
+    int64_t i = 0;
+    for (; i + R <= m; i += R)
+      rows(std::integral_constant<int, R>{}, a + i * lda, c + i * ldc, nb, ne);
+    switch (m - i) {
+      case 3: rows(std::integral_constant<int, 3>{}, a + i * lda, c + i * ldc, nb, ne); break;
+      case 2: rows(std::integral_constant<int, 2>{}, a + i * lda, c + i * ldc, nb, ne); break;
+      case 1: rows(std::integral_constant<int, 1>{}, a + i * lda, c + i * ldc, nb, ne); break;
+      default: break;
+    }
+  });
 }
 
-#endif  // ST_SMALL_GEMM
-
-// C (m, n) = A (m, k) . B (n, k)^T, plus C when `accumulate`. Columns of C split over threads
-// in multiples of 4; a thread's columns are `cols` at a time so that its slice of B is read
-// once for all of A's rows.
+// C (m, n) = A (m, k) . B (n, k)^T, plus C when `accumulate`; columns split over threads in
+// blocks of 4, each thread's slice of B read once per tile of three rows of A
 inline void nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-#if ST_SMALL_GEMM
-  const int64_t quads = (n + 3) / 4;
-  parallel_for(quads, 4 * m * k, [&](int64_t qb, int64_t qe) {
-    const int64_t nb = 4 * qb, ne = std::min(n, 4 * qe);
-    by_rows<3>(m, lda, ldc, a, c, [&](auto mr, const float* ai, float* ci) {
-      nt_rows<decltype(mr)::value>(ai, lda, b, ldb, ci, ldc, k, nb, ne, accumulate);
-    });
+  tiles<3>(m, n, k, 4, a, lda, c, ldc, [&](auto mr, const float* ai, float* ci, int64_t nb,
+                                            int64_t ne) {
+    nt_rows<decltype(mr)::value>(ai, lda, b, ldb, ci, ldc, k, nb, ne, accumulate);
   });
-#else
-  (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc,
-      (void)accumulate;
-#endif
 }
 
-// C (m, n) = A (m, k) . B (k, n), plus C when `accumulate`. Columns split over threads in
-// multiples of 8.
+// C (m, n) = A (m, k) . B (k, n), plus C when `accumulate`; columns split over threads in
+// blocks of 8, each thread's slice of B read once per tile of four rows of A
 inline void nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-#if ST_SMALL_GEMM
-  const int64_t octs = (n + 7) / 8;
-  parallel_for(octs, 8 * m * k, [&](int64_t ob, int64_t oe) {
-    const int64_t nb = 8 * ob, ne = std::min(n, 8 * oe);
-    by_rows<4>(m, lda, ldc, a, c, [&](auto mr, const float* ai, float* ci) {
-      nn_rows<decltype(mr)::value>(ai, lda, b, ldb, ci, ldc, k, nb, ne, accumulate);
-    });
+  tiles<4>(m, n, k, 8, a, lda, c, ldc, [&](auto mr, const float* ai, float* ci, int64_t nb,
+                                            int64_t ne) {
+    nn_rows<decltype(mr)::value>(ai, lda, b, ldb, ci, ldc, k, nb, ne, accumulate);
   });
-#else
-  (void)m, (void)n, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc,
-      (void)accumulate;
-#endif
 }
+
+#else  // no AVX2 + FMA: never called (available() is false)
+
+inline void nt(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*,
+               int64_t, bool) {}
+inline void nn(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t, float*,
+               int64_t, bool) {}
+
+#endif  // ST_SMALL_GEMM
 
 }  // namespace small_gemm
 }  // namespace st

@@ -83,6 +83,11 @@ class ExecutionContext:
     def tensor_made(self, t) -> None:
         """A Tensor was made (Tensor._make); its storage may be new."""
 
+    def storage_refs(self, storage) -> int:
+        """How many references to storage this context itself holds (autograd counts the
+        others to tell whether a gradient is shared)."""
+        return 0
+
     def host_read(self, t, value) -> None:
         """t's values were read to the host (Tensor._numpy) as the array value."""
 

@@ -581,13 +581,19 @@ def _exclusive(g, leaf) -> bool:
             and g._device == leaf._device and st_.nbytes == g.numel() * g.dtype.itemsize
             and sys.getrefcount(g) <= _OWN_REFS):
         return False
-    # the counts below include the local names st_ and base and getrefcount's argument
+    # the counts below include the local names st_ and base and getrefcount's argument, and
+    # the reference a running context keeps (graph capture holds every storage it sees)
+    held = 3
+    if _execution.running_count:
+        ex = _execution.current()
+        if ex is not None:
+            held += ex.storage_refs(st_)
     base = g._base
     if base is None:  # the buffer is held by g alone
-        return sys.getrefcount(st_) == 3
+        return sys.getrefcount(st_) == held
     # a view covering its whole buffer (a weight's gradient transposed back into the weight's
     # layout): the buffer is held by g and its base, and the base by g alone
-    return base._base is None and sys.getrefcount(st_) == 4 and sys.getrefcount(base) == 3
+    return base._base is None and sys.getrefcount(st_) == held + 1 and sys.getrefcount(base) == 3
 
 
 def _accumulate_leaf(leaf, g, create_graph: bool) -> None:

@@ -430,6 +430,10 @@ class Recorder(ExecutionContext):
             self.recording.backends[sid] = t._be
             self.recording.devices[sid] = t._device
 
+    def storage_refs(self, storage) -> int:
+        sid = self._sid.get(id(storage))
+        return int(sid is not None and self.recording.storages[sid] is storage)
+
     def host_written(self, storage) -> None:
         if self._quiet:
             return
