@@ -32,7 +32,6 @@ inline void gemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, double
 // threads wait for work by spinning briefly, serves every kernel (oneDNN's included). Two
 // pools would each need their idle threads to sleep at once, to leave the cores to the other,
 // and then pay a wake-up (tens of microseconds on a virtual machine) per kernel call.
-inline int num_threads() { return scipy_openblas_get_num_threads(); }
 inline void set_num_threads(int n) { scipy_openblas_set_num_threads(n); }
 
 // below this many multiply-adds a product runs on the calling thread
