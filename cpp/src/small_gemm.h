@@ -37,8 +37,8 @@ inline bool available() { return ST_SMALL_GEMM != 0; }
 
 // Whether a float32 product C = op(A) op(B) * alpha + C * beta goes to these kernels: A not
 // transposed, alpha 1, beta 0 or 1, few rows, and B small enough to stay in cache while it is
-// read once per tile of rows. Measured against OpenBLAS on the calling thread and split over
-// two: 0.5x its time for the recurrent step 8 x 1024 x 256 (nt) and even for the backward
+// read once per tile of rows. Measured against OpenBLAS split over two threads: 0.5x its time
+// for the recurrent forward step 8 x 1024 x 256 (nt), the same time for the backward step
 // 8 x 256 x 1024 (nn), but up to 4x slower with a B of many megabytes, which a BLAS packs for
 // good reason; so the recurrent layers use these, general matrix products do not.
 inline bool suits(int32_t ta, int64_t m, int64_t n, int64_t k, double alpha, double beta) {
