@@ -8,6 +8,7 @@ from singa_tensor.autograd import gradcheck, gradgradcheck
 from singa_tensor.ops import REGISTRY
 from singa_tensor.ops import linalg as L
 
+from . import helpers
 from .helpers import to_numpy
 
 LINALG_OPS = ["matmul", "mm", "bmm", "mv", "dot", "outer", "addmm", "einsum_diagonal", "einsum"]
@@ -342,12 +343,56 @@ def test_products_split_over_threads_match_float64(threads, ta, tb, m, n, k):
     assert float(np.abs(got - want).max()) <= bound
 
 
-@pytest.mark.parametrize("m", [1, 5, 15])
+@pytest.mark.parametrize("enabled", [True, False], ids=["onednn", "openblas"])
+@pytest.mark.parametrize("ta, tb", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("m, n, k", [(64, 300, 250), (300, 17, 1000)])
+def test_large_float32_products_go_to_onednn_and_match_float64(enabled, ta, tb, m, n, k):
+    """A float32 product of at least 2^22 multiply-adds, 16 rows and 16 columns runs on oneDNN
+    on the CPU where it is installed and on (backend/cpu.py), else on OpenBLAS (or the device's
+    own GEMM); either way every layout
+    reads the operands where they lie, and addmm's accumulate into C (a bias put there first)
+    gives input + product. float32 against float64 numpy, to a relative 4e-6 of k times the
+    largest product, as for the split products above."""
+    from singa_tensor.backend import onednn
+
+    r = np.random.default_rng(m * k + n)
+    a = r.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = r.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    bias = r.standard_normal(n).astype(np.float32)
+    want = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+    bound = 4e-6 * k * float(np.abs(a).max() * np.abs(b).max())
+    x, y = st.tensor(a), st.tensor(b)
+    x, y = (x.T if ta else x), (y.T if tb else y)
+    with st.backends.mkldnn.flags(enabled=enabled):
+        before = onednn.matmul_calls["run"]
+        got = to_numpy(st.matmul(x, y))
+        got_addmm = to_numpy(st.addmm(st.tensor(bias), x, y))
+        ran = onednn.matmul_calls["run"] - before
+    assert float(np.abs(got - want).max()) <= bound
+    assert float(np.abs(got_addmm - (want + bias)).max()) <= bound + 4e-6 * np.abs(bias).max()
+    on_onednn = enabled and onednn.is_available() and helpers.DEVICE == "cpu"
+    assert ran == (2 if on_onednn else 0)
+
+
+def test_small_or_few_row_float32_products_stay_on_openblas():
+    """Below 2^22 multiply-adds, or with fewer than 16 rows or columns, a float32 product is not
+    worth oneDNN's cost per call (or is a matrix-vector product): OpenBLAS computes it."""
+    from singa_tensor.backend import onednn
+
+    before = onednn.matmul_calls["run"]
+    for (m, n, k) in [(64, 64, 64), (8, 2048, 1000), (2048, 8, 1000), (1000, 1000, 4)]:
+        x, y = st.ones(m, k), st.ones(k, n)
+        assert np.array_equal(to_numpy(st.matmul(x, y)), np.full((m, n), k, np.float32))
+    assert onednn.matmul_calls["run"] == before
+
+
+@pytest.mark.parametrize("m", [1, 5, 15, 64])
 def test_equal_columns_of_a_split_product_come_out_equal(m):
     """A product with fewer than 16 rows is never split over threads: a split by columns would
     compute the two parts through matrix-vector code whose rounding depends on where a column
     lies, and equal columns of C (an ONNX model whose weights are one constant, logits near
-    1e19, then softmax) must stay bit for bit equal, as in one call."""
+    1e19, then softmax) must stay bit for bit equal, as in one call. With 64 rows the product
+    is split by rows, or runs on oneDNN where it is installed: equal columns there too."""
     r = np.random.default_rng(m)
     x = st.tensor(r.uniform(1e8, 2e8, (m, 2048)).astype(np.float32))
     w = st.tensor(np.full((2048, 1000), 0.37, np.float32))

@@ -197,37 +197,49 @@ def pointer_array(ptrs):
 
 
 def kernel(symbol: str):
-    """The C function named symbol, or None if this backend has no such kernel. The 16-bit
-    matrix products (st_gemm_bf16, st_gemm_f16) come wrapped: oneDNN first (`_half_gemm`)."""
+    """The C function named symbol, or None if this backend has no such kernel. The matrix
+    products of float32, bfloat16 and float16 (st_gemm_f32/bf16/f16) come wrapped: oneDNN first
+    where it pays (`_onednn_gemm`)."""
     fn = _wrapped.get(symbol)
     if fn is not None:
         return fn
     fn = getattr(lib, symbol, None)
-    if fn is not None and symbol in _HALF_GEMMS:
-        fn = _wrapped[symbol] = _half_gemm(_HALF_GEMMS[symbol], fn)
+    if fn is not None and symbol in _ONEDNN_GEMMS:
+        fn = _wrapped[symbol] = _onednn_gemm(fn, *_ONEDNN_GEMMS[symbol])
     return fn
 
 
-_HALF_GEMMS = {"st_gemm_bf16": "bfloat16", "st_gemm_f16": "float16"}
-_wrapped: dict = {}
 # Below this many multiply-adds (batch * m * n * k) a 16-bit product stays on the library's own
 # kernel: oneDNN's fixed cost per call (about 4 us through cffi's ABI mode) is more than the
 # product; measured crossing over near 48 x 48 x 48 on one thread (AVX512-BF16)
 ONEDNN_MIN_WORK = 1 << 17
+# A float32 product goes to oneDNN from 2^22 multiply-adds, with at least 16 rows and 16 columns
+# and no batch. Timed call by call against OpenBLAS on the shapes of the training benchmarks
+# (bench/bench_train.py: 64 x 512 x 784 to 512 x 1000 x 128, each layout), 2 threads on
+# AVX-512: 0.64-0.98x the time. Smaller products gain less than the 4 us oneDNN costs per call;
+# a product with fewer rows or columns is a matrix-vector product, whose rounding in OpenBLAS
+# must not depend on where a column lies (blas.h: kSplitRows).
+ONEDNN_MIN_WORK_F32 = 1 << 22
+_ONEDNN_GEMMS = {"st_gemm_bf16": ("bfloat16", ONEDNN_MIN_WORK, 1, True),
+                 "st_gemm_f16": ("float16", ONEDNN_MIN_WORK, 1, True),
+                 "st_gemm_f32": ("float32", ONEDNN_MIN_WORK_F32, 16, False)}
+_wrapped: dict = {}
 
 
-def _half_gemm(dtype: str, own):
-    """st_gemm of a 16-bit dtype through oneDNN's matmul where it has native code for this
-    call (alpha 1, beta 0 or 1, k > 0: what the ops send), else the library's own kernel
-    (operands widened for sgemm), which also takes the products too small to pay oneDNN's
-    cost per call. Both accumulate in float32 and round once. Which one runs depends only on
-    the call's shape and this CPU, so results repeat from run to run."""
+def _onednn_gemm(own, dtype: str, min_work: int, min_dim: int, batched: bool):
+    """st_gemm of dtype through oneDNN's matmul where it has native code for this call (alpha
+    1, beta 0 or 1, k > 0: what the ops send), with at least min_work multiply-adds, m and n of
+    at least min_dim and, unless `batched`, a batch of one; else the library's own kernel (for
+    the 16-bit dtypes: operands widened for sgemm). Both accumulate in float32 and round once.
+    Which one runs depends only on the call's shape and this CPU, so results repeat from run to
+    run."""
     num_threads = lib.st_num_threads
     plans: list = []
 
     def gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, sa, sb, sc):
-        if (alpha == 1 and (beta == 0 or beta == 1) and k > 0 and m > 0 and n > 0 and batch > 0
-                and batch * m * n * k >= ONEDNN_MIN_WORK):
+        if (alpha == 1 and (beta == 0 or beta == 1) and k > 0 and m >= min_dim
+                and n >= min_dim and (batch == 1 or batched and batch > 0)
+                and batch * m * n * k >= min_work):
             if not plans:
                 from . import onednn
 

@@ -1,7 +1,7 @@
 """oneDNN for the CPU backend: NCHW conv2d forward, backward-data and backward-weights (with
-the bias gradient) in float32, bfloat16 or float16, and the matrix products of the two 16-bit
-floats (bfloat16 x bfloat16 -> bfloat16, accumulated in float32), run by Intel's oneDNN
-library when it is installed and has native code for them on this CPU.
+the bias gradient) in float32, bfloat16 or float16, and the larger float32 matrix products
+and those of the two 16-bit floats (bfloat16 x bfloat16 -> bfloat16, accumulated in float32),
+run by Intel's oneDNN library when it is installed and has native code for them on this CPU.
 
 The library comes from PyPI (`pip install onednn-cpu-gomp`, in the `dev` and `demo` extras) and
 is loaded at run time through cffi's ABI mode: the build does not change, and without the
@@ -22,10 +22,13 @@ our NCHW buffers and that format. A plan's three entry points take raw buffer po
 graph mode records and replays them like any kernel. `calls` counts how often each entry point
 ran, which tells which path a convolution took.
 
-A 16-bit matrix product (`matmul_plan`) gets one `Matmul` per call shape (sizes, transposes,
-leading dimensions, batch strides): oneDNN reads the operands where they lie through strided
-memory descriptors. Where oneDNN has only its reference code for a dtype (an AVX2 CPU has no
-bfloat16 or float16 arithmetic), there is no plan and the library's own kernel runs.
+A matrix product (`matmul_plan`) gets one `Matmul` per call shape (sizes, transposes, leading
+dimensions, batch strides): oneDNN reads the operands where they lie through strided memory
+descriptors. Which products go there is the CPU backend's rule (`cpu.kernel`): 16-bit ones from
+2^17 multiply-adds, float32 ones from 2^22 (with at least 16 rows and columns), where oneDNN
+took 0.64-0.98x OpenBLAS's time. Where oneDNN has only its reference code for a dtype (an AVX2
+CPU has no bfloat16 or float16 arithmetic), there is no plan and the library's own kernel
+runs.
 
 Example:
     >>> from singa_tensor.backend import onednn
@@ -598,11 +601,11 @@ def _plan(args: tuple, bias: bool, threads: int, dtype: str = "float32") -> Conv
     return plan
 
 
-# ---- matrix products of the 16-bit floats -------------------------------------------------------
+# ---- matrix products --------------------------------------------------------------------------
 
 
 class Matmul:
-    """oneDNN's matmul primitive for one st_gemm call shape of a 16-bit dtype: C[p] =
+    """oneDNN's matmul primitive for one st_gemm call shape of a dtype: C[p] =
     op(A[p]) @ op(B[p]) (+ C[p] when `accumulate`), all three in the dtype, accumulated in
     float32 and rounded once. The operands are described where they lie, by their strides: a
     transposed operand is a column-major matrix, a batch stride of 0 a batch dimension of 1
@@ -663,9 +666,9 @@ _matmuls: dict[tuple, Matmul | None] = {}
 
 def matmul_plan(dtype: str, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,
                 accumulate: bool, threads: int) -> Matmul | None:
-    """The cached oneDNN matmul for one st_gemm call of a "bfloat16" or "float16" product
-    (alpha 1, beta 0 or, with `accumulate`, 1); None when oneDNN is off, not installed, or has
-    only reference code for it on this CPU (then the library's own kernel runs).
+    """The cached oneDNN matmul for one st_gemm call of a "float32", "bfloat16" or "float16"
+    product (alpha 1, beta 0 or, with `accumulate`, 1); None when oneDNN is off, not installed,
+    or has only reference code for it on this CPU (then the library's own kernel runs).
 
     Example:
         >>> from singa_tensor.backend import onednn
