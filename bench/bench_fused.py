@@ -1,4 +1,4 @@
-"""Layer norm and GELU/SiLU, forward and forward + backward: our fused kernels against the
+"""Layer norm and the activations, forward and forward + backward: our fused kernels against the
 compositions they replaced (the "before") and PyTorch, measured in the same run on the same data.
 
     python bench/bench_fused.py                      # 3 warm-up calls, median of 21
@@ -6,9 +6,10 @@ compositions they replaced (the "before") and PyTorch, measured in the same run 
     python bench/bench_fused.py --torch-python /path/to/python-with-torch
 
 Rows are float32 on the CPU: layer norm over the last dim of (512, 128) and (8*64, 768) with
-weight and bias, and GELU (exact and tanh) and SiLU over (512, 128) and (8*64, 3072). Columns:
-median seconds of our fused op, of our composition (layer norm's mean/sub/pow/... forward with
-its recorded backward; GELU's and SiLU's kernels forward with the composed Tensor-op backward),
+weight and bias, and GELU (exact and tanh), SiLU, ReLU, sigmoid and tanh over (512, 128) and
+(8*64, 3072). Columns: median seconds of our fused op, of our composition (layer norm's
+mean/sub/pow/... forward with its recorded backward; the activations' kernels forward with the
+composed Tensor-op backward),
 and of PyTorch, then the ratios fused/composed and fused/torch (below 1: fused is faster).
 
 PyTorch runs first, in its own process started with the environment this script was started
@@ -34,7 +35,7 @@ DEFAULT_TORCH = "/work/wt/torchvenv/bin/python"
 
 LN_SHAPES = [(512, 128), (8 * 64, 768)]
 ACT_SHAPES = [(512, 128), (8 * 64, 3072)]
-ACTS = ["gelu", "gelu_tanh", "silu"]
+ACTS = ["gelu", "gelu_tanh", "silu", "relu", "sigmoid", "tanh"]
 
 
 def data(shape: tuple, seed: int) -> tuple:
@@ -76,7 +77,8 @@ def steps(lib, kind: str, arrays: tuple, fused: bool = True) -> tuple:
         xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
         fn = {"layer_norm": lambda a: tF.layer_norm(a, (a.shape[-1],), ws, bs),
               "gelu": tF.gelu, "gelu_tanh": lambda a: tF.gelu(a, approximate="tanh"),
-              "silu": tF.silu}[kind]
+              "silu": tF.silu, "relu": tF.relu, "sigmoid": torch.sigmoid,
+              "tanh": torch.tanh}[kind]
     else:
         import singa_tensor as st
         import singa_tensor.nn.functional as F
@@ -92,7 +94,7 @@ def steps(lib, kind: str, arrays: tuple, fused: bool = True) -> tuple:
                 return _layer_norm_composed(a, 1, ws, bs, 1e-5)
         else:
             fn = {"gelu": F.gelu, "gelu_tanh": lambda a: F.gelu(a, approximate="tanh"),
-                  "silu": F.silu}[kind]
+                  "silu": F.silu, "relu": F.relu, "sigmoid": st.sigmoid, "tanh": st.tanh}[kind]
     leaves = (xs, ws, bs) if kind == "layer_norm" else (xs,)
 
     def fwd():
@@ -108,11 +110,12 @@ def steps(lib, kind: str, arrays: tuple, fused: bool = True) -> tuple:
 
 
 def composed_activation_backward(enable: bool) -> None:
-    """Make GELU's and SiLU's backward the composition (enable) or their kernels again."""
+    """Make the activations' backward the composition (enable) or their kernels again."""
     from singa_tensor.ops import elementwise as elt
     from singa_tensor.ops._registry import REGISTRY
 
-    composed = {"gelu": elt._gelu_grad, "gelu_tanh": elt._gelu_tanh_grad, "silu": elt._silu_grad}
+    composed = {"gelu": elt._gelu_grad, "gelu_tanh": elt._gelu_tanh_grad, "silu": elt._silu_grad,
+                "relu": elt._relu_grad, "sigmoid": elt._sigmoid_grad, "tanh": elt._tanh_grad}
     for name, f in composed.items():
         spec = REGISTRY[name]
         if enable:

@@ -353,11 +353,15 @@ def test_group_norm_module_and_bad_input():
         st.group_norm(x, 2, as_tensor(np.ones(2, np.float32)))
 
 
-# ---- GELU and SiLU backward kernels --------------------------------------------------------------
+# ---- activation backward kernels -----------------------------------------------------------------
 
+# (name, the activation, its gradient composed of Tensor ops as (ctx, g, x, y) -> dx)
 ACTS = [("gelu", lambda x: st.gelu(x), _elt._gelu_grad),
         ("gelu_tanh", lambda x: st.gelu(x, approximate="tanh"), _elt._gelu_tanh_grad),
-        ("silu", lambda x: F.silu(x), _elt._silu_grad)]
+        ("silu", lambda x: F.silu(x), _elt._silu_grad),
+        ("relu", lambda x: F.relu(x), _elt._relu_grad),
+        ("sigmoid", lambda x: st.sigmoid(x), _elt._sigmoid_grad),
+        ("tanh", lambda x: st.tanh(x), _elt._tanh_grad)]
 
 
 def _act_grad_np(name, x):
@@ -369,8 +373,12 @@ def _act_grad_np(name, x):
         k = sqrt(2 / pi)
         t = np.tanh(k * (x + 0.044715 * x**3))
         return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)
+    if name == "relu":
+        return (x > 0).astype(x.dtype)
+    if name == "tanh":
+        return 1 - np.tanh(x) ** 2
     s = 1 / (1 + np.exp(-x))
-    return s * (1 + x * (1 - s))
+    return s * (1 - s) if name == "sigmoid" else s * (1 + x * (1 - s))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -380,14 +388,50 @@ def test_activation_backward_kernel_equals_the_composition(dtype, name, run, com
                          [0.0, -0.0, 1e-30, -1e-30, 40.0, -40.0]]).astype(dtype)
     x = as_tensor(xs, requires_grad=True)
     g = as_tensor(RNG.standard_normal(xs.shape).astype(dtype))
-    run(x).backward(g)
-    want = composed(None, g, x.detach(), None)
+    y = run(x)
+    y.backward(g)
+    want = composed(None, g, x.detach(), y.detach())
     _close_ulps(x.grad, to_numpy(want), dtype)
     ref = _act_grad_np(name, xs.astype(np.float64)) * to_numpy(g).astype(np.float64)
     # float32's terms of size |g| round to about 1e-7 * |g| (|g| < 5 here), and 1 + tanh cancels
     # for large negative x, in the kernel as in the composition
     assert_close(x.grad, ref, rtol=1e-5 if dtype == np.float32 else 1e-12,
                  atol=1e-5 if dtype == np.float32 else 1e-14)
+
+
+def test_relu_backward_kernel_at_zero_nan_and_infinite_gradients():
+    """relu's gradient is g where the input is not <= 0: 0 at +-0 and below, even where g is
+    infinite or NaN (a multiply by a 0/1 mask would give NaN there), and g at a NaN input, as
+    PyTorch's threshold backward gives."""
+    x = as_tensor(np.array([0.0, -0.0, -1.0, 2.0, np.nan, -3.0, 4.0], np.float32),
+                  requires_grad=True)
+    g = as_tensor(np.array([5.0, 5.0, np.inf, np.inf, 7.0, np.nan, np.nan], np.float32))
+    F.relu(x).backward(g)
+    got = to_numpy(x.grad)
+    assert np.array_equal(got[:4], [0.0, 0.0, 0.0, np.inf]) and got[4] == 7.0
+    assert got[5] == 0.0 and np.isnan(got[6])
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name,run,composed", ACTS[3:], ids=[a[0] for a in ACTS[3:]])
+def test_activation_backward_kernel_in_16_bit_dtypes(dtype, name, run, composed):
+    """The 16-bit kernels compute each gradient in float32 and round once: within one ulp of
+    the 16-bit dtype (2^-8 for bfloat16, 2^-11 for float16, relative) of the float64 formula
+    applied to the same 16-bit inputs and output."""
+    xs = np.concatenate([np.linspace(-6, 6, 121), [0.0, -0.0]]).astype(np.float32)
+    low = getattr(st, dtype)
+    x = as_tensor(xs).to(low).requires_grad_()
+    g = as_tensor(RNG.standard_normal(xs.shape).astype(np.float32)).to(low)
+    y = run(x)
+    y.backward(g)
+    assert x.grad.dtype is low
+    x64 = to_numpy(x.detach().to(st.float64))
+    y64 = to_numpy(y.detach().to(st.float64))
+    g64 = to_numpy(g.to(st.float64))
+    d = {"relu": (x64 > 0).astype(np.float64), "sigmoid": y64 * (1 - y64),
+         "tanh": 1 - y64 * y64}[name]
+    ulp = 2.0 ** -8 if dtype == "bfloat16" else 2.0 ** -11
+    assert_close(x.grad.to(st.float64), g64 * d, rtol=ulp, atol=1e-6)
 
 
 @pytest.mark.parametrize("name,run,composed", ACTS, ids=[a[0] for a in ACTS])

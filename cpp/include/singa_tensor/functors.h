@@ -457,6 +457,11 @@ ST_UNARY_GRAD_FUNCTOR(gelu, g * (T(0.5) * (T(1) + st_erf(x * T(0.707106781186547
 ST_UNARY_GRAD_FUNCTOR(gelu_tanh, gelu_tanh_grad_(x, g))
 // s (1 + x (1 - s)), s = sigmoid(x)
 ST_UNARY_GRAD_FUNCTOR(silu, silu_grad_(x, g))
+// g where x is not <= 0: a NaN input passes g, as PyTorch's threshold backward does
+ST_UNARY_GRAD_FUNCTOR(relu, x <= T(0) ? T(0) : g)
+// these two read the output y = f(x) in x's place: y (1 - y) and 1 - y^2
+ST_UNARY_GRAD_FUNCTOR(sigmoid, g * (x * (T(1) - x)))
+ST_UNARY_GRAD_FUNCTOR(tanh, g * (T(1) - x * x))
 
 // ---- binary: out = f(a, b) ---------------------------------------------------------------------
 #define ST_BINARY_FUNCTOR(NAME, EXPR)           \

@@ -108,8 +108,10 @@ void st_logical_not_u8(const uint8_t* x, uint8_t* y, int64_t n, double alpha, do
 ST_FLOAT_TYPES(ST_DECL_FLOAT_TEST, _)
 ST_HALF_TYPES(ST_DECL_FLOAT_TEST, _)
 /* dx = g * f'(x; alpha, beta) for the unary ops whose gradient is one kernel (functors
- * fn::<op>_backward), x, g and dx contiguous of n elements; float types */
-#define ST_UNARY_GRAD_OPS(X, ...) X(gelu, __VA_ARGS__) X(gelu_tanh, __VA_ARGS__) X(silu, __VA_ARGS__)
+ * fn::<op>_backward), x, g and dx contiguous of n elements; float types. sigmoid and tanh
+ * read their output y = f(x) in x's place */
+#define ST_UNARY_GRAD_OPS(X, ...) X(gelu, __VA_ARGS__) X(gelu_tanh, __VA_ARGS__) X(silu, __VA_ARGS__) \
+  X(relu, __VA_ARGS__) X(sigmoid, __VA_ARGS__) X(tanh, __VA_ARGS__)
 #define ST_DECL_UNARY_GRAD(op, sfx, T)                                                      \
   void st_##op##_backward_##sfx(const T* x, const T* g, T* dx, int64_t n, double alpha,    \
                                 double beta ST_S);

@@ -202,13 +202,14 @@ cos = unary_op("cos", "Cos", lambda c, g, x, y: g * -sin(x), np.cos, saves="x",
                method=True, inplace=True)
 tan = unary_op("tan", "Tan", lambda c, g, x, y: g * (y * y + 1.0), np.tan, domain=(-1.2, 1.2),
                saves="y", method=True)
-tanh = unary_op("tanh", "Tanh", lambda c, g, x, y: g * (1.0 - y * y), np.tanh, saves="y",
-                method=True, inplace=True)
-sigmoid = unary_op("sigmoid", "Sigmoid", lambda c, g, x, y: g * (y * (1.0 - y)),
+tanh = unary_op("tanh", "Tanh", lambda c, g, x, y: _tanh_backward(c, g, x, y), np.tanh,
+                saves="y", method=True, inplace=True)
+sigmoid = unary_op("sigmoid", "Sigmoid", lambda c, g, x, y: _sigmoid_backward(c, g, x, y),
                    lambda x: 1.0 / (1.0 + np.exp(-x)), domain=(-10.0, 10.0), saves="y",
-                       method=True, inplace=True)
-relu = unary_op("relu", "Relu", lambda c, g, x, y: g * _mask(x), lambda x: np.maximum(x, 0),
-                int_ok=True, grad_domain=(0.1, 3.0), saves="x", method=True, inplace=True)
+                   method=True, inplace=True)
+relu = unary_op("relu", "Relu", lambda c, g, x, y: _relu_backward(c, g, x, y),
+                lambda x: np.maximum(x, 0), int_ok=True, grad_domain=(0.1, 3.0), saves="x",
+                method=True, inplace=True)
 relu_mask = unary_op("relu_mask", None, None, lambda x: (x > 0).astype(x.dtype),
                      differentiable=False)
 
@@ -249,16 +250,37 @@ def _run_unary_grad(x: Tensor, g: Tensor, op: str, alpha: float, beta: float) ->
     return out
 
 
-def _fused_grad(op: str, composed):
+def _fused_grad(op: str, composed, reads: str = "x"):
     """The backward of unary op `op`: its gradient kernel, or, when the gradient itself is to
-    be differentiated (create_graph), `composed`, the same formula in Tensor ops."""
+    be differentiated (create_graph), `composed`, the same formula in Tensor ops. reads: which
+    saved tensor the kernel's first operand is, the input "x" or the output "y"."""
 
     def backward(c, g, x, y):
         if _ag._mode.enabled:
             return composed(c, g, x, y)
-        return _run_unary_grad(x, g, op, c.a, c.b)
+        return _run_unary_grad(x if reads == "x" else y, g, op, c.a, c.b)
 
     return backward
+
+
+# relu, sigmoid and tanh: one gradient kernel each (functors.h), the formula in Tensor ops
+# under create_graph. relu's kernel passes g where the input is not <= 0, so a NaN input passes
+# its gradient through, as in PyTorch
+def _relu_grad(c, g, x, y):
+    return g * _mask(x)
+
+
+def _sigmoid_grad(c, g, x, y):
+    return g * (y * (1.0 - y))
+
+
+def _tanh_grad(c, g, x, y):
+    return g * (1.0 - y * y)
+
+
+_relu_backward = _fused_grad("relu", _relu_grad)
+_sigmoid_backward = _fused_grad("sigmoid", _sigmoid_grad, reads="y")
+_tanh_backward = _fused_grad("tanh", _tanh_grad, reads="y")
 
 
 def _gelu_grad(c, g, x, y):
