@@ -110,3 +110,94 @@ def test_float64_keeps_libm_accuracy():
     x = np.linspace(1e-3, 50.0, 10_001)
     assert_ulp_close(st.log(as_tensor(x)), _log64(x), 2, msg="log")
     assert_ulp_close(st.erf(as_tensor(x - 25.0)), _erf64(x - 25.0), 3, msg="erf")
+
+
+def _unary_kernels() -> list[str]:
+    from singa_tensor.backend import cpu
+
+    return sorted(n for n, spec in st.op_registry.items()
+                  if getattr(spec, "kind", None) == "unary"
+                  and not getattr(spec, "composite", False) and hasattr(cpu.lib, f"st_{n}_f32"))
+
+
+_GRAD_KERNELS = ["gelu", "gelu_tanh", "silu", "relu", "sigmoid", "tanh"]
+
+
+def _cpu_only():
+    from .helpers import DEVICE
+
+    if DEVICE != "cpu":
+        pytest.skip("the AVX-512 build is the CPU library's")
+
+
+def _both_widths(run):
+    """run() with the AVX-512 build of the float32 unary kernels, then with the AVX2 one."""
+    from singa_tensor.backend import cpu
+
+    before = cpu.lib.st_cpu_avx512(-1)
+    try:
+        if cpu.lib.st_cpu_avx512(1) != 1:
+            pytest.skip("this CPU has no AVX-512: only the AVX2 build runs")
+        wide = run()
+        assert cpu.lib.st_cpu_avx512(0) == 0
+        narrow = run()
+    finally:
+        cpu.lib.st_cpu_avx512(before)
+    return wide, narrow
+
+
+@pytest.mark.parametrize("name", _unary_kernels())
+def test_avx512_and_avx2_builds_give_the_same_bits(name):
+    """The float32 unary kernels run 16 lanes wide where the CPU has AVX-512 and 8 wide with
+    AVX2 (cpp/src/elementwise.cc): the same operations per element, so the same bits, NaN
+    payloads aside, over random bit patterns, a dense interval and the special values, for
+    lengths that leave a tail in either width."""
+    _cpu_only()
+    from singa_tensor.backend import cpu
+
+    x = _inputs((-4.0, 4.0), n=20_000)[:-3]  # an odd length: a tail in either width
+
+    def run():
+        out = np.empty_like(x)
+        # alpha, beta: the slope, bounds or beta/threshold of the ops that take them
+        getattr(cpu.lib, f"st_{name}_f32")(cpu.ffi.from_buffer("float[]", x),
+                                            cpu.ffi.from_buffer("float[]", out), x.size, 0.5, 2.0)
+        return out
+
+    wide, narrow = _both_widths(run)
+    same = (wide.view(np.uint32) == narrow.view(np.uint32)) | (np.isnan(wide) & np.isnan(narrow))
+    assert same.all(), (name, x[~same][:5], wide[~same][:5], narrow[~same][:5])
+
+
+@pytest.mark.parametrize("name", _GRAD_KERNELS)
+def test_avx512_and_avx2_gradient_kernels_give_the_same_bits(name):
+    _cpu_only()
+    from singa_tensor.backend import cpu
+
+    r = np.random.default_rng(7)
+    x = np.concatenate([r.uniform(-12, 12, 10_003), SPECIALS]).astype(np.float32)
+    g = r.standard_normal(x.size).astype(np.float32)
+
+    def run():
+        out = np.empty_like(x)
+        getattr(cpu.lib, f"st_{name}_backward_f32")(
+            cpu.ffi.from_buffer("float[]", x), cpu.ffi.from_buffer("float[]", g),
+            cpu.ffi.from_buffer("float[]", out), x.size, 0.0, 0.0)
+        return out
+
+    wide, narrow = _both_widths(run)
+    same = (wide.view(np.uint32) == narrow.view(np.uint32)) | (np.isnan(wide) & np.isnan(narrow))
+    assert same.all(), (name, x[~same][:5], wide[~same][:5], narrow[~same][:5])
+
+
+def test_the_avx512_switch_reports_what_runs():
+    """st_cpu_avx512(-1) asks, 0 turns the AVX-512 build off, 1 on only where the CPU has it."""
+    from singa_tensor.backend import cpu
+
+    before = cpu.lib.st_cpu_avx512(-1)
+    try:
+        assert cpu.lib.st_cpu_avx512(0) == 0 and cpu.lib.st_cpu_avx512(-1) == 0
+        on = cpu.lib.st_cpu_avx512(1)
+        assert on in (0, 1) and cpu.lib.st_cpu_avx512(-1) == on
+    finally:
+        cpu.lib.st_cpu_avx512(before)

@@ -3,16 +3,70 @@
 #include "common.h"
 #include "half.h"
 
+#include <atomic>
+#include <type_traits>
+
 namespace st {
 namespace {
+
+// The float32 unary kernels and their gradients also come compiled for AVX-512 (16 lanes
+// instead of AVX2's 8), taken at run time where the CPU and the OS support it. The loops are
+// the same functors, with the same operations in the same order for each element, so both
+// widths give the same bits; the polynomial exp, tanh and log behind sigmoid, SiLU, GELU and
+// softmax-like ops run in about half the time (elementwise-only loops gain nothing: they wait
+// on memory).
+#define ST_AVX512 \
+  __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,prefer-vector-width=512")))
+// every call inside inlined, so that each loop vectorises whole: with two builds calling them,
+// the functors' helpers (exp, tanh) are no longer called once, and GCC stops inlining them
+#define ST_FLAT __attribute__((flatten))
+
+bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+const bool kHasAvx512 = cpu_has_avx512();
+std::atomic<bool> use_avx512{kHasAvx512};
+
+template <class F, class T>
+ST_FLAT void unary_span(const T* x, T* y, int64_t s, int64_t e, T a, T b) {
+  F f;
+#pragma omp simd
+  for (int64_t i = s; i < e; ++i) y[i] = f(x[i], a, b);
+}
+
+template <class F, class T>
+ST_FLAT ST_AVX512 void unary_span512(const T* x, T* y, int64_t s, int64_t e, T a, T b) {
+  F f;
+#pragma omp simd
+  for (int64_t i = s; i < e; ++i) y[i] = f(x[i], a, b);
+}
+
+template <class F, class T>
+ST_FLAT void unary_grad_span(const T* x, const T* g, T* dx, int64_t s, int64_t e, T a, T b) {
+  F f;
+#pragma omp simd
+  for (int64_t i = s; i < e; ++i) dx[i] = f(x[i], g[i], a, b);
+}
+
+template <class F, class T>
+ST_FLAT ST_AVX512 void unary_grad_span512(const T* x, const T* g, T* dx, int64_t s, int64_t e, T a,
+                                  T b) {
+  F f;
+#pragma omp simd
+  for (int64_t i = s; i < e; ++i) dx[i] = f(x[i], g[i], a, b);
+}
 
 template <class T, class F>
 void unary(const T* x, T* y, int64_t n, double alpha, double beta) {
   const T a = T(alpha), b = T(beta);
-  F f;
+  const bool wide = std::is_same<T, float>::value && use_avx512.load(std::memory_order_relaxed);
   parallel_for(n, 1, [&](int64_t s, int64_t e) {
-#pragma omp simd
-    for (int64_t i = s; i < e; ++i) y[i] = f(x[i], a, b);
+    if (wide)
+      unary_span512<F>(x, y, s, e, a, b);
+    else
+      unary_span<F>(x, y, s, e, a, b);
   });
 }
 
@@ -20,10 +74,12 @@ void unary(const T* x, T* y, int64_t n, double alpha, double beta) {
 template <class T, class F>
 void unary_grad(const T* x, const T* g, T* dx, int64_t n, double alpha, double beta) {
   const T a = T(alpha), b = T(beta);
-  F f;
+  const bool wide = std::is_same<T, float>::value && use_avx512.load(std::memory_order_relaxed);
   parallel_for(n, 2, [&](int64_t s, int64_t e) {
-#pragma omp simd
-    for (int64_t i = s; i < e; ++i) dx[i] = f(x[i], g[i], a, b);
+    if (wide)
+      unary_grad_span512<F>(x, g, dx, s, e, a, b);
+    else
+      unary_grad_span<F>(x, g, dx, s, e, a, b);
   });
 }
 
@@ -246,6 +302,11 @@ ST_ALL_TYPES(ST_DEF_WHERE, _)
 ST_HALF_TYPES(ST_DEF_WHERE, _)  // a selection moves bits: the uint16_t loop serves both formats
 
 int32_t st_num_threads(void) { return omp_get_max_threads(); }
+
+int32_t st_cpu_avx512(int32_t enable) {
+  if (enable >= 0) st::use_avx512.store(enable != 0 && st::kHasAvx512);
+  return st::use_avx512.load() ? 1 : 0;
+}
 void st_set_num_threads(int32_t n) {
   // OpenBLAS stays on one thread: its products are split over these (blas::gemm_mt)
   omp_set_num_threads(n > 0 ? n : 1);
