@@ -17,7 +17,7 @@ import singa_tensor as st
 from singa_tensor import nn
 from singa_tensor.ops.rnn import RecurrentSequence, recurrent_sequence
 
-from .helpers import to_numpy
+from .helpers import DEVICE, to_numpy
 
 TOL = {"float32": 2e-5, "float64": 1e-11}
 DTYPES = {"float32": st.float32, "float64": st.float64}
@@ -121,12 +121,29 @@ def test_layer_equals_the_per_step_loop(mode, layers, bidirectional, batch_first
         _close(g, w, dtype, f"d {name}")
 
 
+@pytest.fixture(params=["avx512", "avx2"])
+def simd_build(request):
+    """The few-row kernels' AVX-512 build (skipped on a CPU without it) or their AVX2 one."""
+    from singa_tensor.backend import cpu
+
+    if DEVICE != "cpu":
+        pytest.skip("the few-row kernels are the CPU library's")
+    before = cpu.lib.st_cpu_avx512(-1)
+    want = request.param == "avx512"
+    if cpu.lib.st_cpu_avx512(int(want)) != int(want):
+        cpu.lib.st_cpu_avx512(before)
+        pytest.skip("this CPU has no AVX-512: only the AVX2 build runs")
+    yield request.param
+    cpu.lib.st_cpu_avx512(before)
+
+
 @pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN_TANH"])
 @pytest.mark.parametrize("batch", [1, 7, 13])
-def test_float32_sizes_that_fill_the_step_product_tiles(mode, batch):
-    """The float32 per-step products run the few-row kernels (cpp/src/small_gemm.h): hidden 37
-    and input 19 give full vector blocks plus partial ones along every dimension, and batches 1,
-    7 and 13 full and partial tiles of rows (the products' rows are the batch)."""
+def test_float32_sizes_that_fill_the_step_product_tiles(mode, batch, simd_build):
+    """The float32 per-step products run the few-row kernels (cpp/src/small_gemm.h), 8 lanes
+    wide or, where the CPU has AVX-512, 16: hidden 37 and input 19 give full vector blocks plus
+    partial ones along every dimension in both widths, and batches 1, 7 and 13 full and partial
+    tiles of rows (the products' rows are the batch)."""
     st.manual_seed(5)
     kw = {"nonlinearity": "tanh"} if mode.startswith("RNN") else {}
     layer = LAYERS[mode](19, 37, 2, bidirectional=True, dtype=st.float32, **kw)

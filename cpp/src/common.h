@@ -14,6 +14,10 @@
 
 namespace st {
 
+// Whether the kernels that also come compiled for AVX-512 run that build: the CPU and the OS
+// support it and st_cpu_avx512 has not turned it off (elementwise.cc).
+bool avx512_enabled();
+
 // below this many elements a kernel runs on one thread: forking costs more than it saves
 constexpr int64_t kGrain = 1 << 15;
 

@@ -61,7 +61,7 @@ ST_FLAT ST_AVX512 void unary_grad_span512(const T* x, const T* g, T* dx, int64_t
 template <class T, class F>
 void unary(const T* x, T* y, int64_t n, double alpha, double beta) {
   const T a = T(alpha), b = T(beta);
-  const bool wide = std::is_same<T, float>::value && use_avx512.load(std::memory_order_relaxed);
+  const bool wide = std::is_same<T, float>::value && avx512_enabled();
   parallel_for(n, 1, [&](int64_t s, int64_t e) {
     if (wide)
       unary_span512<F>(x, y, s, e, a, b);
@@ -74,7 +74,7 @@ void unary(const T* x, T* y, int64_t n, double alpha, double beta) {
 template <class T, class F>
 void unary_grad(const T* x, const T* g, T* dx, int64_t n, double alpha, double beta) {
   const T a = T(alpha), b = T(beta);
-  const bool wide = std::is_same<T, float>::value && use_avx512.load(std::memory_order_relaxed);
+  const bool wide = std::is_same<T, float>::value && avx512_enabled();
   parallel_for(n, 2, [&](int64_t s, int64_t e) {
     if (wide)
       unary_grad_span512<F>(x, g, dx, s, e, a, b);
@@ -213,6 +213,8 @@ void float_test_low(const uint16_t* x, uint8_t* y, int64_t n, int which) {
 [[maybe_unused]] const bool kBlasOnCaller = (blas::set_num_threads(1), true);
 
 }  // namespace
+
+bool avx512_enabled() { return use_avx512.load(std::memory_order_relaxed); }
 }  // namespace st
 
 extern "C" {

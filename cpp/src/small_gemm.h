@@ -11,7 +11,8 @@
 //
 // All operands are row-major with leading dimensions; the columns of C (rows of B for nt,
 // columns of B for nn) are split over threads. Available on AVX2 + FMA builds (the default
-// x86-64-v3 baseline); `available()` is false elsewhere and the callers keep BLAS.
+// x86-64-v3 baseline); `available()` is false elsewhere and the callers keep BLAS. Where the CPU
+// has AVX-512, the same tiles run 16 lanes wide (`wide`).
 #ifndef SINGA_TENSOR_CPU_SMALL_GEMM_H_
 #define SINGA_TENSOR_CPU_SMALL_GEMM_H_
 
@@ -174,10 +175,111 @@ inline void tiles(int64_t m, int64_t n, int64_t k, int64_t unit, const float* a,
   });
 }
 
+// ---- the same kernels 16 lanes wide, for CPUs with AVX-512 (taken at run time) ---------------
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl")
+namespace wide {
+
+// lanes [0, r) of a 16-lane vector
+inline __mmask16 tail_mask(int64_t r) { return static_cast<__mmask16>((1u << r) - 1u); }
+
+template <int MR, int NR>
+inline void nt_tile(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                    int64_t ldc, int64_t k, bool accumulate) {
+  __m512 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  int64_t p = 0;
+  for (; p + 16 <= k; p += 16) {
+    __m512 av[MR];
+    for (int i = 0; i < MR; ++i) av[i] = _mm512_loadu_ps(a + i * lda + p);
+    for (int j = 0; j < NR; ++j) {
+      const __m512 bv = _mm512_loadu_ps(b + j * ldb + p);
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fmadd_ps(av[i], bv, acc[i][j]);
+    }
+  }
+  if (p < k) {
+    const __mmask16 mask = tail_mask(k - p);
+    __m512 av[MR];
+    for (int i = 0; i < MR; ++i) av[i] = _mm512_maskz_loadu_ps(mask, a + i * lda + p);
+    for (int j = 0; j < NR; ++j) {
+      const __m512 bv = _mm512_maskz_loadu_ps(mask, b + j * ldb + p);
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fmadd_ps(av[i], bv, acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* ci = c + i * ldc;
+    for (int j = 0; j < NR; ++j) {
+      const float s = _mm512_reduce_add_ps(acc[i][j]);
+      ci[j] = accumulate ? ci[j] + s : s;
+    }
+  }
+}
+
+template <int MR>
+inline void nt_rows(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                    int64_t ldc, int64_t k, int64_t nb, int64_t ne, bool accumulate) {
+  int64_t j = nb;
+  for (; j + 4 <= ne; j += 4) nt_tile<MR, 4>(a, lda, b + j * ldb, ldb, c + j, ldc, k, accumulate);
+  switch (ne - j) {
+    case 3: nt_tile<MR, 3>(a, lda, b + j * ldb, ldb, c + j, ldc, k, accumulate); break;
+    case 2: nt_tile<MR, 2>(a, lda, b + j * ldb, ldb, c + j, ldc, k, accumulate); break;
+    case 1: nt_tile<MR, 1>(a, lda, b + j * ldb, ldb, c + j, ldc, k, accumulate); break;
+    default: break;
+  }
+}
+
+// C[0:MR, NV*16 columns] (+)= A[0:MR, :] . B[:, same columns]; mask: the lanes of the last
+// vector that exist (all 16 but at the right edge, where NV == 1)
+template <int MR, int NV>
+inline void nn_tile(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                    int64_t ldc, int64_t k, bool accumulate, __mmask16 mask) {
+  __m512 acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; ++p) {
+    const float* bp = b + p * ldb;
+    __m512 bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_maskz_loadu_ps(mask, bp + 16 * v);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i * lda + p]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) {
+      float* ci = c + i * ldc + 16 * v;
+      __m512 r = acc[i][v];
+      if (accumulate) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mask, ci));
+      _mm512_mask_storeu_ps(ci, mask, r);
+    }
+}
+
+template <int MR>
+inline void nn_rows(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                    int64_t ldc, int64_t k, int64_t nb, int64_t ne, bool accumulate) {
+  const __mmask16 all = 0xffff;
+  int64_t j = nb;
+  for (; j + 48 <= ne; j += 48) nn_tile<MR, 3>(a, lda, b + j, ldb, c + j, ldc, k, accumulate, all);
+  for (; j + 16 <= ne; j += 16) nn_tile<MR, 1>(a, lda, b + j, ldb, c + j, ldc, k, accumulate, all);
+  if (j < ne) nn_tile<MR, 1>(a, lda, b + j, ldb, c + j, ldc, k, accumulate, tail_mask(ne - j));
+}
+
+}  // namespace wide
+#pragma GCC pop_options
+
 // C (m, n) = A (m, k) . B (n, k)^T, plus C when `accumulate`; columns split over threads in
-// blocks of 4, each thread's slice of B read once per tile of three rows of A
+// blocks of 4, each thread's slice of B read once per tile of three rows of A. 16 lanes wide
+// where the CPU has AVX-512 (avx512_enabled), else 8; the two sum k in different orders.
 inline void nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  if (avx512_enabled()) {
+    tiles<3>(m, n, k, 4, a, lda, c, ldc, [&](auto mr, const float* ai, float* ci, int64_t nb,
+                                              int64_t ne) {
+      wide::nt_rows<decltype(mr)::value>(ai, lda, b, ldb, ci, ldc, k, nb, ne, accumulate);
+    });
+    return;
+  }
   tiles<3>(m, n, k, 4, a, lda, c, ldc, [&](auto mr, const float* ai, float* ci, int64_t nb,
                                             int64_t ne) {
     nt_rows<decltype(mr)::value>(ai, lda, b, ldb, ci, ldc, k, nb, ne, accumulate);
@@ -185,9 +287,16 @@ inline void nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, con
 }
 
 // C (m, n) = A (m, k) . B (k, n), plus C when `accumulate`; columns split over threads in
-// blocks of 8, each thread's slice of B read once per tile of four rows of A
+// blocks of 8 (16 with AVX-512), each thread's slice of B read once per tile of four rows of A
 inline void nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  if (avx512_enabled()) {
+    tiles<4>(m, n, k, 16, a, lda, c, ldc, [&](auto mr, const float* ai, float* ci, int64_t nb,
+                                               int64_t ne) {
+      wide::nn_rows<decltype(mr)::value>(ai, lda, b, ldb, ci, ldc, k, nb, ne, accumulate);
+    });
+    return;
+  }
   tiles<4>(m, n, k, 8, a, lda, c, ldc, [&](auto mr, const float* ai, float* ci, int64_t nb,
                                             int64_t ne) {
     nn_rows<decltype(mr)::value>(ai, lda, b, ldb, ci, ldc, k, nb, ne, accumulate);

@@ -560,9 +560,10 @@ void st_set_cache_limit(int64_t bytes);
 /* library facts */
 int32_t st_num_threads(void);
 void st_set_num_threads(int32_t n);
-/* whether the float32 unary kernels and their gradients run their AVX-512 build (1) or the
- * AVX2 one (0); enable 0 or 1 chooses (1 only where the CPU and OS support AVX-512), -1 only
- * asks. Both give the same bits. */
+/* whether the kernels built twice run their AVX-512 build (1) or the AVX2 one (0): the float32
+ * unary kernels and their gradients (both builds give the same bits) and the recurrent layers'
+ * few-row step products (which sum in another order). enable 0 or 1 chooses (1 only where the
+ * CPU and OS support AVX-512), -1 only asks. */
 int32_t st_cpu_avx512(int32_t enable);
 #endif /* ST_CUDA_ABI */
 
