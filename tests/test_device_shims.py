@@ -90,7 +90,48 @@ def test_mps_and_cpu():
     assert st.backends.mps.is_available() is False
     assert st.backends.mps.is_built() is False
     cap = st.backends.cpu.get_cpu_capability()
-    assert isinstance(cap, str) and cap
+    assert cap in ("AVX512", "AVX2", "DEFAULT")
+
+
+def test_cpu_capability_follows_the_simd_switch():
+    """get_cpu_capability says which build of the kernels built twice runs (PyTorch's names);
+    set_simd_level switches it, and names nothing but the two levels."""
+    from singa_tensor.backend import cpu
+
+    before = cpu.simd_level()
+    try:
+        assert cpu.set_simd_level("avx2") == "AVX2"
+        assert st.backends.cpu.get_cpu_capability() in ("AVX2", "DEFAULT")
+        level = cpu.set_simd_level("AVX512")
+        assert level in ("AVX512", "AVX2")  # AVX2 where the CPU has no AVX-512
+        if level == "AVX512":
+            assert st.backends.cpu.get_cpu_capability() == "AVX512"
+        with pytest.raises(ValueError, match="set_simd_level: expected 'avx512' or 'avx2', got "
+                                             "'sse'"):
+            cpu.set_simd_level("sse")
+    finally:
+        cpu.set_simd_level(before)
+
+
+@pytest.mark.parametrize("value, want", [("avx2", "AVX2"), ("bogus", None)])
+def test_cpu_capability_from_the_environment(value, want):
+    """SINGA_TENSOR_CPU_CAPABILITY=avx2 at import runs the AVX2 builds; another value is
+    ignored with a warning."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import warnings; warnings.simplefilter('error');\n"
+            "try:\n    import singa_tensor as st\nexcept RuntimeWarning as e:\n"
+            "    print('warned', e)\nelse:\n    print(st.backends.cpu.get_cpu_capability())")
+    env = dict(os.environ, SINGA_TENSOR_CPU_CAPABILITY=value)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    if want is None:
+        assert "warned SINGA_TENSOR_CPU_CAPABILITY='bogus' is neither" in out.stdout
+    else:
+        assert out.stdout.strip() in (want, "DEFAULT")
 
 
 def test_deterministic_algorithms():

@@ -50,6 +50,38 @@ from ._cpu_ffi import ffi, lib  # noqa: E402
 device = CPU
 name = "cpu"
 
+
+def simd_level() -> str:
+    """"AVX512" while the kernels the library builds twice run their AVX-512 build (the float32
+    unary kernels and their gradients, the recurrent step products), else "AVX2"."""
+    return "AVX512" if lib.st_cpu_avx512(-1) else "AVX2"
+
+
+def set_simd_level(level: str) -> str:
+    """Run the AVX-512 builds ("avx512", where the CPU has AVX-512) or the AVX2 ones ("avx2");
+    returns the level now in use. Also set at import by SINGA_TENSOR_CPU_CAPABILITY."""
+    want = str(level).strip().lower()
+    if want not in ("avx512", "avx2"):
+        raise ValueError(f"set_simd_level: expected 'avx512' or 'avx2', got {level!r}")
+    lib.st_cpu_avx512(1 if want == "avx512" else 0)
+    return simd_level()
+
+
+def _simd_from_env() -> None:
+    v = os.environ.get("SINGA_TENSOR_CPU_CAPABILITY")
+    if v is None or not v.strip():
+        return
+    try:
+        set_simd_level(v)
+    except ValueError:
+        import warnings
+
+        warnings.warn(f"SINGA_TENSOR_CPU_CAPABILITY={v!r} is neither 'avx512' nor 'avx2'; "
+                      f"ignored", RuntimeWarning, stacklevel=2)
+
+
+_simd_from_env()
+
 _ALLOC = {d.name: getattr(lib, f"st_alloc_{d.suffix}") for d in _DTYPES}
 _gc = ffi.gc
 _free = lib.st_free

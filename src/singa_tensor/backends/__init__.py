@@ -1,7 +1,8 @@
 """`st.backends`: PyTorch's namespace of backend flags, for scripts that set them.
 
-`backends.mkldnn.enabled` chooses whether CPU convolutions and bfloat16/float16 matrix products
-may run on oneDNN; `backends.cuda.matmul.allow_tf32` whether float32 matrix products on a GPU may
+`backends.mkldnn.enabled` chooses whether CPU convolutions and matrix products may run on
+oneDNN; `backends.cpu.get_cpu_capability()` names the vector instruction set the CPU kernels run
+with; `backends.cuda.matmul.allow_tf32` whether float32 matrix products on a GPU may
 run in TF32. The other flags are stored and read back, and change nothing else: singa_tensor
 uses no cuDNN and no MPS, and its kernels already give the same result on every run for the
 same inputs and thread count. `backends.cudnn` (`enabled`, `benchmark`, `deterministic`,

@@ -1,12 +1,13 @@
-"""`st.backends.mkldnn`: whether CPU convolutions and 16-bit matrix products may use oneDNN
-(PyTorch's name for it).
+"""`st.backends.mkldnn`: whether CPU convolutions and matrix products may use oneDNN (PyTorch's
+name for it).
 
 `enabled` (True unless `SINGA_TENSOR_ONEDNN=0` was set at import) lets `conv2d` (float32, and
-bfloat16/float16 where oneDNN has native code on this CPU) and bfloat16/float16 matrix products
-on the CPU run oneDNN's primitives when the library is installed (`pip install onednn-cpu-gomp`,
-part of the `dev` and `demo` extras); False runs the im2col path and the library's own 16-bit
-GEMM (operands widened to float32 for sgemm). `is_available()` says whether the
-library could be loaded. Assigning a non-bool raises TypeError.
+bfloat16/float16 where oneDNN has native code on this CPU), bfloat16/float16 matrix products and
+float32 ones of at least 2^22 multiply-adds on the CPU run oneDNN's primitives when the library
+is installed (`pip install onednn-cpu-gomp`, part of the `dev` and `demo` extras); False runs
+the im2col path, OpenBLAS for float32 products and the library's own 16-bit GEMM (operands
+widened to float32 for sgemm). `is_available()` says whether the library could be loaded.
+Assigning a non-bool raises TypeError.
 
 Example:
     >>> import singa_tensor as st
