@@ -374,6 +374,28 @@ def test_large_float32_products_go_to_onednn_and_match_float64(enabled, ta, tb, 
     assert ran == (2 if on_onednn else 0)
 
 
+def test_a_full_matmul_plan_cache_drops_its_oldest_plan(monkeypatch):
+    """oneDNN's plans are cached per call shape; a full cache drops the plan made longest ago
+    and keeps the rest, and every product stays right."""
+    from singa_tensor.backend import onednn
+
+    if not onednn.is_available() or helpers.DEVICE != "cpu":
+        pytest.skip("oneDNN is not installed, or the products run on another device")
+    monkeypatch.setattr(onednn, "_MAX_PLANS", 3)
+    onednn.clear_plans()
+    w = np.random.default_rng(0).standard_normal((300, 300)).astype(np.float32)
+    sizes = [64, 65, 66, 67]
+    for m in sizes:
+        x = np.random.default_rng(m).standard_normal((m, 300)).astype(np.float32)
+        got = to_numpy(st.matmul(st.tensor(x), st.tensor(w)))
+        want = x.astype(np.float64) @ w.astype(np.float64)
+        assert float(np.abs(got - want).max()) <= 4e-6 * 300 * float(np.abs(x).max() *
+                                                                     np.abs(w).max())
+    kept = sorted(key[3] for key in onednn._matmuls)  # key[3]: the rows m
+    assert kept == sizes[1:]
+    onednn.clear_plans()
+
+
 def test_small_or_few_row_float32_products_stay_on_openblas():
     """Below 2^22 multiply-adds, or with fewer than 16 rows or columns, a float32 product is not
     worth oneDNN's cost per call (or is a matrix-vector product): OpenBLAS computes it."""

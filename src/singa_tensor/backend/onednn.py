@@ -563,6 +563,14 @@ _plans: dict[tuple, Conv2d | None] = {}
 _MAX_PLANS = 512
 
 
+def _forget_oldest(cache: dict) -> None:
+    """Make room in a plan cache that is full: drop the plan made longest ago (plans in use stay
+    alive through their callers). A workload cycling through more shapes than the cache holds
+    makes a plan again for each (about 0.25 ms for a matmul), as with no cache."""
+    while len(cache) >= _MAX_PLANS:
+        cache.pop(next(iter(cache)))
+
+
 def conv2d_plan(n, c, h, w, o, kh, kw, oh, ow, stride, pads, dilation, groups, bias: bool,
                 threads: int, dtype: str = "float32") -> Conv2d | None:
     """The cached plan of one convolution geometry of dtype ("float32", "bfloat16" or
@@ -595,8 +603,7 @@ def _plan(args: tuple, bias: bool, threads: int, dtype: str = "float32") -> Conv
         plan.threads = threads
     except OnednnError:  # a geometry no implementation takes: the im2col path
         plan = None
-    if len(_plans) >= _MAX_PLANS:  # plans in use stay alive through their callers
-        _plans.clear()
+    _forget_oldest(_plans)
     _plans[key] = plan
     return plan
 
@@ -689,8 +696,7 @@ def matmul_plan(dtype: str, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,
         plan = Matmul(lib, dtype, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc, accumulate)
     except OnednnError:
         plan = None
-    if len(_matmuls) >= _MAX_PLANS:
-        _matmuls.clear()
+    _forget_oldest(_matmuls)
     _matmuls[key] = plan
     return plan
 
