@@ -55,7 +55,10 @@ def _pair(shape_x, n, dtype, bias, transposed_weight, seed=0):
     return leaves(), leaves(), r
 
 
-CASES = [((3, 4), 5), ((2, 3, 4), 5), ((4,), 2), ((2, 1, 3, 7), 6), ((64, 128), 384)]
+# the last: 64 x 300 x 256, a float32 product large enough for the CPU's oneDNN, which adds
+# the bias in its epilogue (backend/cpu.py: linear_plan)
+CASES = [((3, 4), 5), ((2, 3, 4), 5), ((4,), 2), ((2, 1, 3, 7), 6), ((64, 128), 384),
+         ((2, 32, 256), 300)]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -93,6 +96,33 @@ def test_fused_linear_against_numpy_and_a_strided_input():
     y = F.linear(x, st.tensor(wa), st.tensor(ba))
     np.testing.assert_allclose(to_numpy(y), np.swapaxes(xa, 1, 2) @ wa.T + ba, rtol=1e-12,
                                atol=1e-12)
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["onednn", "copy+gemm"])
+@pytest.mark.parametrize("transposed_weight", [False, True])
+def test_large_float32_linear_adds_the_bias_in_the_product(enabled, transposed_weight):
+    """A float32 linear of at least 2^22 multiply-adds runs as one oneDNN matmul with the bias
+    added after the sum over k (where oneDNN is installed and on); else the bias is copied into
+    each output row and the GEMM adds to it. Both against float64, with a bias that is a strided
+    view (it is made contiguous first) and a weight read in place either way."""
+    from singa_tensor.backend import onednn
+
+    from . import helpers
+
+    r = np.random.default_rng(9)
+    xa = r.standard_normal((80, 256)).astype(np.float32)
+    wa = r.standard_normal((300, 256)).astype(np.float32)
+    ba = r.standard_normal(600).astype(np.float32)
+    w = st.tensor(np.ascontiguousarray(wa.T)).t() if transposed_weight else st.tensor(wa)
+    b = st.tensor(ba)[::2]
+    with st.backends.mkldnn.flags(enabled=enabled):
+        before = onednn.matmul_calls["run"]
+        y = to_numpy(F.linear(st.tensor(xa), w, b))
+        ran = onednn.matmul_calls["run"] - before
+    want = xa.astype(np.float64) @ wa.T.astype(np.float64) + ba[::2]
+    bound = 2 * 257 * np.finfo(np.float32).eps * (np.abs(xa) @ np.abs(wa).T + np.abs(ba[::2]))
+    assert (np.abs(y - want) <= bound).all()
+    assert ran == (1 if enabled and onednn.is_available() and helpers.DEVICE == "cpu" else 0)
 
 
 def test_fused_linear_only_grads_that_are_needed():

@@ -287,6 +287,26 @@ def _onednn_gemm(own, dtype: str, min_work: int, min_dim: int, batched: bool):
     return gemm
 
 
+def linear_plan(m: int, n: int, k: int, tb: int, ldb: int):
+    """oneDNN's plan for a float32 linear layer's forward, out (m, n) = x (m, k) @ op(w) + b
+    with the bias added in the product's epilogue (`run_bias(x, w, b, out)`, buffer pointers),
+    instead of copying b into every row of out first; None where the float32 products rule
+    (`ONEDNN_MIN_WORK_F32`, 16 rows and columns) or oneDNN (off, missing) says OpenBLAS.
+
+    Example:
+        >>> from singa_tensor.backend import cpu
+        >>> p = cpu.linear_plan(64, 256, 512, 1, 512)
+        >>> p is None or p.impl != ""
+        True
+    """
+    if m < 16 or n < 16 or k < 1 or m * n * k < ONEDNN_MIN_WORK_F32:
+        return None
+    from . import onednn
+
+    return onednn.matmul_plan("float32", 0, tb, m, n, k, k, ldb, n, 1, 0, 0, 0, False,
+                              lib.st_num_threads(), bias=True)
+
+
 def copy_symbol(dtype) -> str:
     return f"st_copy_{dtype.width_suffix}"
 

@@ -616,11 +616,15 @@ class Matmul:
     op(A[p]) @ op(B[p]) (+ C[p] when `accumulate`), all three in the dtype, accumulated in
     float32 and rounded once. The operands are described where they lie, by their strides: a
     transposed operand is a column-major matrix, a batch stride of 0 a batch dimension of 1
-    that oneDNN broadcasts, so nothing is copied. `run(a, b, c)` takes buffer pointers."""
+    that oneDNN broadcasts, so nothing is copied. `run(a, b, c)` takes buffer pointers. With
+    `bias` (one product, no batch), C = op(A) @ op(B) + bias, bias a row of n values added to
+    every row of C after the sum over k: `run_bias(a, b, bias, c)`."""
 
     def __init__(self, lib, dtype: str, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,
-                 accumulate: bool):
+                 accumulate: bool, bias: bool = False):
         dt = _DATA_TYPES[dtype]
+        if bias and (batch != 1 or accumulate):
+            raise OnednnError("oneDNN: a matmul bias is planned for one product without C")
 
         def desc(rows, cols, ld, trans, bstride):
             strides = (1, ld) if trans else (ld, 1)
@@ -642,9 +646,10 @@ class Matmul:
             attr = _ffi.gc(a[0], lib.dnnl_primitive_attr_destroy)
             _check(lib.dnnl_primitive_attr_set_post_ops(attr, ops),
                    "dnnl_primitive_attr_set_post_ops")
+        bias_md = _strided_md(lib, (1, n), (n, 1), dt) if bias else _ffi.NULL
         pd = _ffi.new("dnnl_primitive_desc_t *")
         _check(lib.dnnl_matmul_primitive_desc_create(pd, _engine, self.mds[0], self.mds[1],
-                                                     _ffi.NULL, self.mds[2], attr),
+                                                     bias_md, self.mds[2], attr),
                "dnnl_matmul_primitive_desc_create")
         pd = _ffi.gc(pd[0], lib.dnnl_primitive_desc_destroy)
         self.impl = _impl_name(lib, pd)
@@ -653,29 +658,44 @@ class Matmul:
             # slower than widening to float32 for sgemm
             raise OnednnError(f"oneDNN: only reference code for a {dtype} matmul")
         self.mems = [_memory(lib, md) for md in self.mds]
-        self.step = _Step(lib, pd, list(zip((_ARG_SRC, _ARG_WEIGHTS, _ARG_DST), self.mems)))
+        args = list(zip((_ARG_SRC, _ARG_WEIGHTS, _ARG_DST), self.mems))
+        if bias:
+            self.bias_mem = _memory(lib, bias_md)
+            args.append((_ARG_BIAS, self.bias_mem))
+        self.step = _Step(lib, pd, args)
         self.lib = lib
         self._lock = threading.Lock()
 
+    def run_bias(self, a, b, bias, c) -> None:
+        """C = op(A) @ op(B) + bias, for a plan made with `bias`."""
+        lib = self.lib
+        with self._lock:
+            lib.dnnl_memory_set_data_handle(self.bias_mem, bias)
+            self._execute(a, b, c)
+
     def run(self, a, b, c) -> None:
+        with self._lock:
+            self._execute(a, b, c)
+
+    def _execute(self, a, b, c) -> None:  # under the lock
         lib, s = self.lib, self.step
         matmul_calls["run"] += 1
-        with self._lock:
-            for m, p in zip(self.mems, (a, b, c)):
-                lib.dnnl_memory_set_data_handle(m, p)
-            _check(lib.dnnl_primitive_execute(s.prim, _stream, s.n, s.args),
-                   "dnnl_primitive_execute")
-            lib.dnnl_stream_wait(_stream)
+        for m, p in zip(self.mems, (a, b, c)):
+            lib.dnnl_memory_set_data_handle(m, p)
+        _check(lib.dnnl_primitive_execute(s.prim, _stream, s.n, s.args),
+               "dnnl_primitive_execute")
+        lib.dnnl_stream_wait(_stream)
 
 
 _matmuls: dict[tuple, Matmul | None] = {}
 
 
 def matmul_plan(dtype: str, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,
-                accumulate: bool, threads: int) -> Matmul | None:
+                accumulate: bool, threads: int, bias: bool = False) -> Matmul | None:
     """The cached oneDNN matmul for one st_gemm call of a "float32", "bfloat16" or "float16"
-    product (alpha 1, beta 0 or, with `accumulate`, 1); None when oneDNN is off, not installed,
-    or has only reference code for it on this CPU (then the library's own kernel runs).
+    product (alpha 1, beta 0 or, with `accumulate`, 1; with `bias`, plus a row added to every
+    row of C); None when oneDNN is off, not installed, or has only reference code for it on
+    this CPU (then the library's own kernel runs).
 
     Example:
         >>> from singa_tensor.backend import onednn
@@ -685,7 +705,7 @@ def matmul_plan(dtype: str, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,
     """
     if not _state["enabled"]:
         return None
-    key = (dtype, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc, accumulate, threads)
+    key = (dtype, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc, accumulate, threads, bias)
     plan = _matmuls.get(key, False)
     if plan is not False:
         return plan
@@ -693,7 +713,8 @@ def matmul_plan(dtype: str, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,
     if lib is None:
         return None
     try:
-        plan = Matmul(lib, dtype, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc, accumulate)
+        plan = Matmul(lib, dtype, ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc, accumulate,
+                      bias)
     except OnednnError:
         plan = None
     _forget_oldest(_matmuls)

@@ -19,6 +19,7 @@ from .. import autograd as _ag
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._registry import OpSpec, apply, contiguous, copy_into, kernel, ptr, register, traced
+from .conv_onednn import _launch, _planner
 from .elementwise import add, where
 from .index import index_select
 from .layout import reshape, t, transpose
@@ -88,6 +89,16 @@ def _fusable(x: Tensor, w: Tensor, b: Tensor | None) -> bool:
             and x.numel() > 0 and w.numel() > 0)
 
 
+def _bias_plan(x: Tensor, b: Tensor, m: int, n: int, k: int, tb: int, ldb: int):
+    """The backend's plan for x @ op(w) + b with the bias added by the product (the CPU's
+    oneDNN, float32), or None: the bias is then copied into the output and the GEMM adds to
+    it."""
+    if x.dtype is not _dt.float32 or b._be is not x._be:
+        return None
+    find = _planner(x, "linear_plan")
+    return find(m, n, k, tb, ldb) if find is not None else None
+
+
 def _weight_operand(w: Tensor) -> tuple:
     """(transposed?, leading dim, w or a contiguous copy) for reading w (N, K) as the GEMM's
     right operand of x @ w.T: a contiguous weight is read transposed; the transpose of a
@@ -116,11 +127,16 @@ class LinearFused(OpSpec):
         out = Tensor._empty(x._shape[:-1] + (n,), x.dtype, x._device, x._be)
         ctx.save_for_backward(x, w)
         ctx.has_bias = b is not None
+        tb, ldb, wc = _weight_operand(w)
+        plan = _bias_plan(x, b, m, n, k, tb, ldb) if b is not None else None
+        if plan is not None:  # the backend adds the bias in the product's epilogue
+            bc = contiguous(b)
+            _launch(x, plan.run_bias, "onednn_linear_f32")(ptr(xc), ptr(wc), ptr(bc), ptr(out))
+            return out
         beta = 0.0
         if b is not None:  # each row starts as the bias; the product adds to it
             copy_into(b._view((m, n), (0, b._strides[0]), b._offset), out._view((m, n), (n, 1), 0))
             beta = 1.0
-        tb, ldb, wc = _weight_operand(w)
         kernel(x, "gemm")(0, tb, m, n, k, 1.0, ptr(xc), k, ptr(wc), ldb, beta, ptr(out), n,
                           1, 0, 0, 0)
         return out
