@@ -248,9 +248,9 @@ ONEDNN_MIN_WORK = 1 << 17
 # A float32 product goes to oneDNN from 2^22 multiply-adds, with at least 16 rows and 16 columns
 # and no batch. Timed call by call against OpenBLAS on the shapes of the training benchmarks
 # (bench/bench_train.py: 64 x 512 x 784 to 512 x 1000 x 128, each layout), 2 threads on
-# AVX-512: 0.64-0.98x the time. Smaller products gain less than the 4 us oneDNN costs per call;
-# a product with fewer rows or columns is a matrix-vector product, whose rounding in OpenBLAS
-# must not depend on where a column lies (blas.h: kSplitRows).
+# AVX-512: 0.69-1.01x the time (bench/bench_cpu_paths.py). Smaller products gain less than the
+# 4 us oneDNN costs per call; a product with fewer rows or columns is a matrix-vector product,
+# whose rounding in OpenBLAS must not depend on where a column lies (blas.h: kSplitRows).
 ONEDNN_MIN_WORK_F32 = 1 << 22
 _ONEDNN_GEMMS = {"st_gemm_bf16": ("bfloat16", ONEDNN_MIN_WORK, 1, True),
                  "st_gemm_f16": ("float16", ONEDNN_MIN_WORK, 1, True),

@@ -26,9 +26,9 @@ A matrix product (`matmul_plan`) gets one `Matmul` per call shape (sizes, transp
 dimensions, batch strides): oneDNN reads the operands where they lie through strided memory
 descriptors. Which products go there is the CPU backend's rule (`cpu.kernel`): 16-bit ones from
 2^17 multiply-adds, float32 ones from 2^22 (with at least 16 rows and columns), where oneDNN
-took 0.64-0.98x OpenBLAS's time. Where oneDNN has only its reference code for a dtype (an AVX2
-CPU has no bfloat16 or float16 arithmetic), there is no plan and the library's own kernel
-runs.
+took 0.69-1.01x OpenBLAS's time (bench/bench_cpu_paths.py). Where oneDNN has only its
+reference code for a dtype (an AVX2 CPU has no bfloat16 or float16 arithmetic), there is no
+plan and the library's own kernel runs.
 
 Example:
     >>> from singa_tensor.backend import onednn
