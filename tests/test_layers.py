@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "singa_tensor"
 
 # bottom to top; every other top-level module or subpackage is in the top layer
 LAYERS = [
-    {"_execution", "_optional", "dtype", "backend"},
+    {"_execution", "_optional", "dtype", "backend", "_fastpath"},
     {"tensor", "random", "_tensor_methods"},
     {"creation"},
     {"autograd", "_gradcheck"},

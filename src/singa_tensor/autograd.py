@@ -321,6 +321,16 @@ def record(spec, ctx: Node, inputs: Sequence, outputs):
     return outputs
 
 
+_record_py = record
+try:  # the single-output case in C (singa_tensor._fastpath), the rest by the function above
+    from . import _fastpath as _C
+
+    _C.set_autograd(AccumulateGrad, _record_py)
+    record = _C.record  # noqa: F811
+except ImportError:  # pragma: no cover - built with the package
+    pass
+
+
 # ---- the engine --------------------------------------------------------------------------------
 
 

@@ -57,6 +57,14 @@ def _is_contiguous(shape, strides) -> bool:
     return True
 
 
+try:  # the C fast path of tensor creation (cpp/python/fastpath.c; set up by ops/_fast.py)
+    from ._fastpath import empty as _fast_empty
+except ImportError:  # pragma: no cover - built with the package
+
+    def _fast_empty(shape, dtype, device, be):
+        return None
+
+
 # numpy array2string options that st.set_printoptions sets (empty: numpy's defaults)
 _PRINT_OPTIONS: dict = {}
 
@@ -120,6 +128,9 @@ class Tensor(_Methods):
 
     @staticmethod
     def _empty(shape: tuple, dtype, device, be=None) -> Tensor:
+        t = _fast_empty(shape, dtype, device, be)  # a CPU tensor, made in C
+        if t is not None:
+            return t
         be = be if be is not None else _backend.get(device)
         n = 1
         for s in shape:

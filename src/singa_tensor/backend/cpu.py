@@ -131,6 +131,28 @@ def empty(numel: int, dtype) -> Storage:
     return Storage(_gc(p, _free), numel * dtype.itemsize, dtype.storage)
 
 
+def fast_alloc_info() -> tuple:
+    """What the C fast path of plain op calls (singa_tensor._fastpath) needs to make buffers
+    as `empty` makes them: (Storage, the cdata base type, a cdata pointer and its address, the
+    small-buffer allocator and its byte limit, `empty` itself)."""
+    cdata = next(c for c in type(ffi.NULL).__mro__ if c.__name__ == "_CDataBase")
+    probe = ffi.cast("char *", 0x5A17E45)
+    return Storage, cdata, probe, int(ffi.cast("uintptr_t", probe)), _small, _SMALL_BYTES, empty
+
+
+def kernel_address(symbol: str) -> int:
+    """The address of the C function named symbol (0 if the library has none), for the C fast
+    path; the wrapped gemms are not offered there."""
+    if symbol in _ONEDNN_GEMMS or not hasattr(lib, symbol):
+        return 0
+    return int(ffi.cast("uintptr_t", ffi.addressof(lib, symbol)))
+
+
+def array_type(dtype):
+    """cffi's array type of dtype's elements (what the small-buffer allocator takes)."""
+    return ffi.typeof(_ARRAY_TYPE[dtype.name])
+
+
 def from_numpy(array: np.ndarray, dtype) -> Storage:
     """Wrap a contiguous 1-d numpy array of dtype.storage without copying."""
     ptr = ffi.from_buffer(_ARRAY_TYPE[dtype.name], array, require_writable=True)

@@ -14,6 +14,7 @@ from .. import _execution
 from .. import autograd as _ag
 from .. import dtype as _dt
 from ..tensor import Tensor
+from . import _fast
 from . import _registry as _reg
 from . import _special_np as _snp
 from ._registry import (
@@ -33,6 +34,8 @@ from ._registry import (
 )
 from .layout import cast, sum_to
 
+_fast_binary, _fast_unary = _fast.binary, _fast.unary
+
 # the 16-bit floats: their kernels load each element into float, compute there and round once
 _LOW = (_dt.float16, _dt.bfloat16)
 _LOW_NAMES = ("float16", "bfloat16")
@@ -43,10 +46,19 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def _run_unary(x: Tensor, op: str, alpha: float = 0.0, beta: float = 0.0) -> Tensor:
+    h = _UNARY_FAST.get(op)
+    if h is None:
+        h = _UNARY_FAST[op] = _fast.handle("unary", op)
+    out = _fast_unary(x, h, alpha, beta)
+    if out is not None:
+        return out
     xc = contiguous(x)
     out = Tensor._empty(x._shape, x.dtype, x._device, x._be)
     kernel(x, op)(ptr(xc), ptr(out), out.numel(), alpha, beta)
     return out
+
+
+_UNARY_FAST: dict = {}  # op -> its handle in the C fast path
 
 
 def _unary_input(op: str, x, int_ok: bool):
@@ -679,14 +691,17 @@ def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=Fal
     if backward is None:
         saves = ""
 
-    def forward(ctx, a, b):
-        out = _run_binary(a, b, kernel_name, _dt.bool_ if out_bool else None)
+    def keep(ctx, a, b, out):
         if saves:
             ctx.save_for_backward(a if "a" in saves else None, b if "b" in saves else None,
                                   out if "o" in saves else None)
             ctx.in_shapes = (a._shape, b._shape)
         else:
             ctx.shapes = (a._shape, b._shape)
+
+    def forward(ctx, a, b):
+        out = _run_binary(a, b, kernel_name, _dt.bool_ if out_bool else None)
+        keep(ctx, a, b, out)
         return out
 
     Spec.forward = staticmethod(forward)
@@ -709,9 +724,20 @@ def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=Fal
     fast_dtypes = _LOW + ((_dt.float32, _dt.float64) if float_only else (
         _dt.float32, _dt.float64, _dt.int32, _dt.int64))
 
+    fast = -1 if out_bool else _fast.handle("binary", kernel_name, fast_dtypes)
+    recorded = Spec.differentiable
+
     def fn(a, b):
-        # the common case, two tensors of one computable dtype on one device, skips the
-        # promotion logic and the generic apply(): this is the per-op overhead of training loops
+        # plain calls (contiguous CPU tensors of one dtype and shape) run in C
+        out = _fast_binary(a, b, fast)
+        if out is not None:
+            if recorded and _ag._mode.enabled and (a.requires_grad or b.requires_grad):
+                ctx = Spec.node_class()
+                keep(ctx, a, b, out)
+                _ag.record(Spec, ctx, (a, b), out)
+            return out
+        # the next most common case, two tensors of one computable dtype on one device, skips
+        # the promotion logic and the generic apply()
         if (a.__class__ is Tensor and b.__class__ is Tensor and a.dtype is b.dtype
                 and a._device is b._device and a.dtype in fast_dtypes
                 and not _execution.running_count):
