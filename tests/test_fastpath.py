@@ -282,7 +282,7 @@ def test_tensor_creation_in_c_matches_the_python_path():
     dev, be = st.ones(1).device, st.ones(1)._be
     for shape, dtype in [((2, 3), st.float32), ((), st.int64), ((0, 4), st.float16),
                          ((5,), st.bool), ((128, 256), st.float64)]:
-        fast, slow = _both_paths(lambda: Tensor._empty(shape, dtype, dev, be))
+        fast, slow = _both_paths(lambda s=shape, d=dtype: Tensor._empty(s, d, dev, be))
         for t in (fast, slow):
             assert t.shape == shape and t.dtype is dtype and t.is_contiguous()
             assert t.stride() == slow.stride() and t._storage.nbytes == slow._storage.nbytes
