@@ -295,3 +295,17 @@ def test_tensor_creation_in_c_matches_the_python_path():
         Tensor._empty((1,) * (MAX_DIMS + 1), st.float32, dev, be)
     with pytest.raises(MemoryError):
         Tensor._empty((1 << 40, 1 << 30), st.float32, dev, be)
+
+
+def test_numpy_backed_inputs_are_read_where_they_lie():
+    arr = RNG.standard_normal(64).astype(np.float32)
+    x = st.from_numpy(arr)
+    v = x[16:48]  # a contiguous view at an offset of numpy's buffer
+    add = _fast.handle("binary", "add")
+    out = _fast.binary(v, v, add)
+    assert out is not None
+    np.testing.assert_array_equal(out.numpy(), arr[16:48] * 2)
+    arr[16] = 100.0  # the tensor shares numpy's memory: the next call sees the write
+    assert _fast.binary(v, x[16:48], add).numpy()[0] == 200.0
+    # numpy's exp is another implementation: within 4 ulps of float32
+    np.testing.assert_allclose(st.exp(v).numpy(), np.exp(arr[16:48]), rtol=4 * 2.0**-23)

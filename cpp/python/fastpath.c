@@ -201,13 +201,18 @@ static inline int dtype_index(PyObject *d) {
   return -1;
 }
 
-/* 1 when graph mode records or replays (no fast path then), 0 when not, -1 on error */
-static inline int graph_running(void) {
+/* whether graph mode records or replays (no fast path then; a flag that cannot be read
+ * declines too) */
+static inline int in_graph(void) {
   PyObject *rc = PyObject_GetAttr(S.execution, S.running_name);
-  if (rc == NULL) return -1;
-  int r = rc != S.zero && PyObject_IsTrue(rc);
+  if (rc == NULL) {
+    PyErr_Clear();
+    return 1;
+  }
+  int r = rc == S.zero ? 0 : PyObject_IsTrue(rc);
   Py_DECREF(rc);
-  return r;
+  if (r < 0) PyErr_Clear();
+  return r != 0;
 }
 
 /* a contiguous CPU tensor's first element, or NULL */
@@ -336,7 +341,8 @@ static PyObject *binary(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
   }
   if (!plain(a) || !plain(b)) DECLINE();
   PyObject *d = SLOT(a, S.toff[T_DTYPE]);
-  if (d != SLOT(b, S.toff[T_DTYPE])) DECLINE();
+  if (d != SLOT(b, S.toff[T_DTYPE]) || SLOT(a, S.toff[T_DEVICE]) != SLOT(b, S.toff[T_DEVICE]))
+    DECLINE();
   int di = dtype_index(d);
   if (di < 0 || S.fn[h][di] == NULL) DECLINE();
   PyObject *sa = SLOT(a, S.toff[T_SHAPE]), *sb = SLOT(b, S.toff[T_SHAPE]);
@@ -345,11 +351,7 @@ static PyObject *binary(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (eq < 0) PyErr_Clear();
     if (eq != 1) DECLINE();
   }
-  int running = graph_running();
-  if (running != 0) {
-    PyErr_Clear();
-    DECLINE();
-  }
+  if (in_graph()) DECLINE();
   Py_ssize_t n = numel_of(sa);
   if (n < 0) DECLINE();
   char *pa = data_of(a, S.itemsize[di]), *pb = data_of(b, S.itemsize[di]);
@@ -389,11 +391,7 @@ static PyObject *unary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
   if (!plain(x)) DECLINE();
   int di = dtype_index(SLOT(x, S.toff[T_DTYPE]));
   if (di < 0 || S.fn[h][di] == NULL) DECLINE();
-  int running = graph_running();
-  if (running != 0) {
-    PyErr_Clear();
-    DECLINE();
-  }
+  if (in_graph()) DECLINE();
   Py_ssize_t n = numel_of(SLOT(x, S.toff[T_SHAPE]));
   if (n < 0) DECLINE();
   char *px = data_of(x, S.itemsize[di]);
@@ -424,11 +422,7 @@ static PyObject *empty(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
   if (!PyTuple_CheckExact(shape) || PyTuple_GET_SIZE(shape) > MAX_DIMS) DECLINE();
   int di = dtype_index(args[1]);
   if (di < 0) DECLINE();
-  int running = graph_running();
-  if (running != 0) {
-    PyErr_Clear();
-    DECLINE();
-  }
+  if (in_graph()) DECLINE();
   Py_ssize_t n = numel_of(shape);
   if (n < 0) DECLINE();
   return new_tensor(shape, di, args[2], S.cpu_be, n);
