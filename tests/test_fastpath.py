@@ -125,8 +125,8 @@ def test_what_is_not_plain_is_declined_and_still_right(case):
     elif case == "bool":
         t = a > 0
         args, want = (t, t), None
-    elif case == "scalar":
-        args, want = (a, 2.0), a.numpy() + 2.0
+    elif case == "scalar":  # a 0-d tensor broadcasts (a Python number would not decline)
+        args, want = (a, st.tensor(2.0)), a.numpy() + 2.0
     elif case == "list":
         args, want = (a, a.tolist()), None
     elif case == "handle":  # a unary handle, or none at all, is no binary kernel
@@ -305,7 +305,99 @@ def test_numpy_backed_inputs_are_read_where_they_lie():
     out = _fast.binary(v, v, add)
     assert out is not None
     np.testing.assert_array_equal(out.numpy(), arr[16:48] * 2)
-    arr[16] = 100.0  # the tensor shares numpy's memory: the next call sees the write
-    assert _fast.binary(v, x[16:48], add).numpy()[0] == 200.0
+    arr[16] = 10.0  # the tensor shares numpy's memory: the next call sees the write
+    assert _fast.binary(v, x[16:48], add).numpy()[0] == 20.0
     # numpy's exp is another implementation: within 4 ulps of float32
     np.testing.assert_allclose(st.exp(v).numpy(), np.exp(arr[16:48]), rtol=4 * 2.0**-23)
+
+
+SCALARS = [0.1, -2.5, 3, -7, 1e30, float("inf"), float("nan"), 0.0, -0.0]
+
+
+@pytest.mark.parametrize("dtype", [st.float32, st.float64, st.int32, st.int64],
+                         ids=lambda d: d.name)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "pow", "maximum"])
+def test_a_tensor_and_a_number_give_the_python_paths_bits(op, dtype):
+    x = _values(dtype, (5, 7))
+    fn = getattr(st, op)
+    h = _fast.handle("binary", op)
+    for s in SCALARS:
+        for args in ((x, s), (s, x)):
+            if not dtype.is_floating_point and not isinstance(s, int):
+                assert _fast.binary(*args, h) is None  # promotes to float32: Python's
+                continue
+            if op == "div" and not dtype.is_floating_point:  # true division: float32
+                fast, slow = _both_paths(lambda a=args: fn(*a))
+                assert fast.dtype is slow.dtype is st.float32
+                np.testing.assert_array_equal(_bits(fast), _bits(slow))
+                continue
+            if op == "pow" and not dtype.is_floating_point and args[0] is not x:
+                continue  # an integer to a negative integer power: the Python path refuses
+            if op == "pow" and not dtype.is_floating_point and s < 0:
+                continue
+            assert _fast.binary(*args, h) is not None, (args[0] is x, s)
+            fast, slow = _both_paths(lambda a=args: fn(*a))
+            assert fast.dtype is slow.dtype is dtype and fast.shape == slow.shape
+            np.testing.assert_array_equal(_bits(fast), _bits(slow))
+
+
+@pytest.mark.parametrize("case", ["bool", "int32-range", "float32-int", "half", "numpy-number",
+                                  "int-tensor-float"])
+def test_numbers_the_python_path_treats_otherwise_are_declined(case):
+    h = _fast.handle("binary", "add")
+    x = st.ones(3)
+    if case == "bool":
+        args = (x, True)
+    elif case == "int32-range":
+        args = (st.ones(3, dtype=st.int32), 2**31)
+    elif case == "float32-int":  # not exactly a float32: numpy's rounding decides
+        args = (x, 2**24 + 1)
+    elif case == "half":
+        args = (x.half(), 0.1)
+    elif case == "numpy-number":
+        args = (x, np.float32(0.1))
+    else:
+        args = (st.ones(3, dtype=st.int64), 0.5)
+    assert _fast.binary(*args, h) is None
+    assert _fast.binary(args[1], args[0], h) is None
+    if case == "numpy-number":  # taken as the Python number it holds, as PyTorch does
+        assert st.add(*args).tolist() == st.add(x, 0.1).tolist()
+    if case != "int32-range":
+        fast, slow = _both_paths(lambda: st.add(*args))
+        np.testing.assert_array_equal(_bits(fast), _bits(slow))
+
+
+def test_gradients_through_number_operands_match_the_python_path():
+    def run():
+        x = st.tensor([0.5, 1.5, -2.0], requires_grad=True)
+        y = (2.0 / (x * 0.1 + 1.0) - 3) ** 2
+        z = (1 - y) * x
+        z.sum().backward()
+        return z, x.grad
+
+    (z1, g1), (z2, g2) = _both_paths(run)
+    np.testing.assert_array_equal(z1.detach().numpy(), z2.detach().numpy())
+    np.testing.assert_array_equal(g1.numpy(), g2.numpy())
+    # the number is kept as the 0-d tensor the Python path keeps
+    x = st.tensor([1.0, 2.0], requires_grad=True)
+    node = (x * 3.0).grad_fn
+    a, b, _ = node.saved_tensors
+    assert a is x and b.shape == () and b.item() == 3.0 and node.needs_input_grad == (True, False)
+
+
+def test_binary_calls_decline_inside_an_autocast_region():
+    h = _fast.handle("binary", "mul")
+    x = st.ones(4)
+    with st.autocast("cpu", dtype=st.bfloat16):
+        assert _fast.binary(x, x, h) is None and _fast.binary(x, 2.0, h) is None
+        assert (x * 2.0).tolist() == [2.0] * 4
+    assert _fast.binary(x, 2.0, h) is not None
+
+
+def test_negative_zero_operands_keep_their_sign(python_path):
+    # the Python path's cache of number operands once gave 0.0 for -0.0 after a 0.0
+    x = st.tensor([1.0, -2.0])
+    assert (x * 0.0).tolist() == [0.0, -0.0]
+    assert [np.signbit(v) for v in (x * -0.0).numpy()] == [True, False]
+    assert (x / -0.0).tolist() == [float("-inf"), float("inf")]
+    assert (np.float64(2.0) * x).tolist() == [2.0, -4.0]

@@ -56,6 +56,7 @@ static struct {
   PyObject *cpu_be;       /* the CPU backend module (a tensor's _be) */
   PyObject *execution;    /* singa_tensor._execution: running_count > 0 while graph mode runs */
   PyObject *running_name; /* "running_count" */
+  PyObject *autocast_name; /* "autocast_count" */
   PyObject *small_alloc;  /* cffi allocator: small_alloc(array ctype, n) */
   PyObject *big_empty;    /* backend.cpu.empty(numel, dtype) -> Storage */
   PyObject *strides;      /* tensor._STRIDES: shape -> contiguous strides */
@@ -152,8 +153,9 @@ static PyObject *set_up(PyObject *self, PyObject *args) {
   S.big_empty = big_empty;
   small_bytes = small;
   if (S.running_name == NULL) S.running_name = PyUnicode_InternFromString("running_count");
+  if (S.autocast_name == NULL) S.autocast_name = PyUnicode_InternFromString("autocast_count");
   if (S.zero == NULL) S.zero = PyLong_FromLong(0);
-  if (S.running_name == NULL || S.zero == NULL) return NULL;
+  if (S.running_name == NULL || S.autocast_name == NULL || S.zero == NULL) return NULL;
   /* the cdata layout check: without it, no fast path */
   S.ready = (uintptr_t)((CDataHead *)probe)->c_data == (uintptr_t)probe_value;
   return PyBool_FromLong(S.ready);
@@ -201,19 +203,25 @@ static inline int dtype_index(PyObject *d) {
   return -1;
 }
 
-/* whether graph mode records or replays (no fast path then; a flag that cannot be read
- * declines too) */
-static inline int in_graph(void) {
-  PyObject *rc = PyObject_GetAttr(S.execution, S.running_name);
-  if (rc == NULL) {
+/* whether a counter of _execution is non-zero (a counter that cannot be read counts) */
+static inline int counting(PyObject *name) {
+  PyObject *c = PyObject_GetAttr(S.execution, name);
+  if (c == NULL) {
     PyErr_Clear();
     return 1;
   }
-  int r = rc == S.zero ? 0 : PyObject_IsTrue(rc);
-  Py_DECREF(rc);
+  int r = c == S.zero ? 0 : PyObject_IsTrue(c);
+  Py_DECREF(c);
   if (r < 0) PyErr_Clear();
   return r != 0;
 }
+
+/* whether graph mode records or replays: the Python path's business (it records kernels) */
+static inline int in_graph(void) { return counting(S.running_name); }
+
+/* ... or, for the binary calls (which stand for the op's whole entry), whether an autocast
+ * region is open: autocast may cast their operands */
+static inline int busy(void) { return in_graph() || counting(S.autocast_name); }
 
 /* a contiguous CPU tensor's first element, or NULL */
 static inline char *data_of(PyObject *t, Py_ssize_t itemsize) {
@@ -329,8 +337,88 @@ static inline int plain(PyObject *t) {
 
 #define DECLINE() Py_RETURN_NONE
 
+/* the value of Python number v as an element of dtype di (float32, float64, int32 or int64),
+ * in *out; 0 where the Python path would promote, round differently or refuse: only numbers
+ * that the dtype holds exactly, or floats into float dtypes (rounded to nearest, as numpy
+ * rounds them) */
+static int scalar_value(PyObject *v, int di, void *out) {
+  int is_float = PyFloat_CheckExact(v), is_int = PyLong_CheckExact(v);
+  if (!is_float && !is_int) return 0; /* bool and other numbers: the Python path */
+  long long iv = 0;
+  if (is_int) {
+    int overflow = 0;
+    iv = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (iv == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return 0;
+    }
+  }
+  /* set_up's dtypes start float32, float64, int32, int64 (ops/_fast.py DTYPES) */
+  if (di == 0) { /* float32 */
+    if (is_int && (iv > (1LL << 24) || iv < -(1LL << 24))) return 0;
+    *(float *)out = is_float ? (float)PyFloat_AS_DOUBLE(v) : (float)iv;
+    return 1;
+  }
+  if (di == 1) { /* float64 */
+    if (is_int && (iv > (1LL << 53) || iv < -(1LL << 53))) return 0;
+    *(double *)out = is_float ? PyFloat_AS_DOUBLE(v) : (double)iv;
+    return 1;
+  }
+  if (is_float) return 0; /* an integer tensor and a float: float32 result */
+  if (di == 2) { /* int32 */
+    if (iv > INT32_MAX || iv < INT32_MIN) return 0;
+    *(int32_t *)out = (int32_t)iv;
+    return 1;
+  }
+  if (di == 3) { /* int64 */
+    *(int64_t *)out = (int64_t)iv;
+    return 1;
+  }
+  return 0;
+}
+
+/* t op s (or s op t when scalar_first) for a contiguous CPU tensor t and a Python number s,
+ * the number broadcast through a zero stride, as the Python path runs it; or None */
+static PyObject *with_scalar(PyObject *t, PyObject *s, long h, int scalar_first) {
+  if (!plain(t)) DECLINE();
+  int di = dtype_index(SLOT(t, S.toff[T_DTYPE]));
+  if (di < 0 || di > 3 || S.fn[h][di] == NULL) DECLINE();
+  union {
+    float f;
+    double d;
+    int32_t i;
+    int64_t l;
+  } value;
+  if (!scalar_value(s, di, &value)) DECLINE();
+  if (busy()) DECLINE();
+  Py_ssize_t n = numel_of(SLOT(t, S.toff[T_SHAPE]));
+  if (n < 0) DECLINE();
+  char *pt = data_of(t, S.itemsize[di]);
+  if (pt == NULL) DECLINE();
+  PyObject *out = new_tensor(SLOT(t, S.toff[T_SHAPE]), di, SLOT(t, S.toff[T_DEVICE]), S.cpu_be,
+                             n);
+  if (out == NULL) return NULL;
+  char *po = data_of(out, S.itemsize[di]);
+  if (po == NULL) {
+    Py_DECREF(out);
+    DECLINE();
+  }
+  int64_t shape1 = (int64_t)n, one = 1, zero = 0;
+  binary_fn f = (binary_fn)S.fn[h][di];
+  const void *x = scalar_first ? (const void *)&value : pt;
+  const void *y = scalar_first ? (const void *)pt : (const void *)&value;
+  const int64_t *sx = scalar_first ? &zero : &one, *sy = scalar_first ? &one : &zero;
+  if (n >= NOGIL_NUMEL) {
+    Py_BEGIN_ALLOW_THREADS f(x, y, po, 1, &shape1, sx, sy);
+    Py_END_ALLOW_THREADS
+  } else {
+    f(x, y, po, 1, &shape1, sx, sy);
+  }
+  return out;
+}
+
 /* binary(a, b, handle): a op b for two contiguous CPU tensors of one dtype and one shape, or
- * None */
+ * for such a tensor and a Python number (either side); else None */
 static PyObject *binary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   if (nargs != 3 || !S.ready) DECLINE();
   PyObject *a = args[0], *b = args[1];
@@ -339,6 +427,8 @@ static PyObject *binary(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyErr_Clear();
     DECLINE();
   }
+  int ta = Py_IS_TYPE(a, S.tensor), tb = Py_IS_TYPE(b, S.tensor);
+  if (ta != tb) return ta ? with_scalar(a, b, h, 0) : with_scalar(b, a, h, 1);
   if (!plain(a) || !plain(b)) DECLINE();
   PyObject *d = SLOT(a, S.toff[T_DTYPE]);
   if (d != SLOT(b, S.toff[T_DTYPE]) || SLOT(a, S.toff[T_DEVICE]) != SLOT(b, S.toff[T_DEVICE]))
@@ -351,7 +441,7 @@ static PyObject *binary(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (eq < 0) PyErr_Clear();
     if (eq != 1) DECLINE();
   }
-  if (in_graph()) DECLINE();
+  if (busy()) DECLINE();
   Py_ssize_t n = numel_of(sa);
   if (n < 0) DECLINE();
   char *pa = data_of(a, S.itemsize[di]), *pb = data_of(b, S.itemsize[di]);

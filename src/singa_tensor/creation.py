@@ -324,7 +324,8 @@ _scalar_cache: dict = {}
 
 def scalar_tensor(value, dtype, device) -> Tensor:
     """A 0-d tensor for a Python number used as an operand (cached; never written to)."""
-    key = (value, type(value), dtype, device)
+    # 0.0 and -0.0 are equal keys of a dict, yet different operands (x * -0.0, 1 / -0.0)
+    key = (value, type(value), dtype, device, value == 0 and math.copysign(1.0, value) < 0)
     t = _scalar_cache.get(key)
     if t is None:
         if len(_scalar_cache) > 512:

@@ -25,7 +25,8 @@ try:
 except ImportError:  # pragma: no cover - built with the package; a source tree without it runs
     _C = None  # the Python path only
 
-# the dtypes the module handles, in its table's order
+# the dtypes the module handles, in its table's order (the C side reads the first four as
+# float32, float64, int32, int64 when it converts a Python number operand)
 DTYPES = (_dt.float32, _dt.float64, _dt.int32, _dt.int64, _dt.float16, _dt.bfloat16, _dt.bool_)
 
 

@@ -565,12 +565,12 @@ def _operands(op: str, a, b, float_only: bool = False):
                 d = b.dtype
     elif ta:
         if not isinstance(b, (int, float, bool)):
-            return _bad_operand(op, b)
+            b = _number(op, b)
         d = _dt.promote_scalar(a.dtype, b)
         b = _scalar_tensor(b, d, a)
     elif tb:
         if not isinstance(a, (int, float, bool)):
-            return _bad_operand(op, a)
+            a = _number(op, a)
         d = _dt.promote_scalar(b.dtype, a)
         a = _scalar_tensor(a, d, b)
     else:
@@ -587,6 +587,15 @@ def _operands(op: str, a, b, float_only: bool = False):
 
 def _kind(d) -> int:
     return 0 if d is _dt.bool_ else (2 if d.is_floating_point else 1)
+
+
+def _number(op, v):
+    """A numpy scalar operand (np.float32(2), a value of an array) as the Python number it holds,
+    as PyTorch takes it; anything else is refused."""
+    if isinstance(v, np.generic) and isinstance(v, (np.number, np.bool_)) and \
+            not isinstance(v, np.complexfloating):
+        return v.item()
+    return _bad_operand(op, v)
 
 
 def _bad_operand(op, v):
@@ -727,14 +736,25 @@ def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=Fal
     fast = -1 if out_bool else _fast.handle("binary", kernel_name, fast_dtypes)
     recorded = Spec.differentiable
 
+    def _record(spec, a, b, out):
+        ctx = spec.node_class()
+        keep(ctx, a, b, out)
+        _ag.record(spec, ctx, (a, b), out)
+
     def fn(a, b):
-        # plain calls (contiguous CPU tensors of one dtype and shape) run in C
+        # plain calls (contiguous CPU tensors of one dtype and shape, or such a tensor and a
+        # Python number) run in C
         out = _fast_binary(a, b, fast)
         if out is not None:
-            if recorded and _ag._mode.enabled and (a.requires_grad or b.requires_grad):
-                ctx = Spec.node_class()
-                keep(ctx, a, b, out)
-                _ag.record(Spec, ctx, (a, b), out)
+            if recorded and _ag._mode.enabled:
+                if a.__class__ is not Tensor:  # the number as the 0-d tensor the graph keeps
+                    if b.requires_grad:
+                        _record(Spec, _scalar_tensor(a, out.dtype, b), b, out)
+                elif b.__class__ is not Tensor:
+                    if a.requires_grad:
+                        _record(Spec, a, _scalar_tensor(b, out.dtype, a), out)
+                elif a.requires_grad or b.requires_grad:
+                    _record(Spec, a, b, out)
             return out
         # the next most common case, two tensors of one computable dtype on one device, skips
         # the promotion logic and the generic apply()
