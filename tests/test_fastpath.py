@@ -401,3 +401,12 @@ def test_negative_zero_operands_keep_their_sign(python_path):
     assert [np.signbit(v) for v in (x * -0.0).numpy()] == [True, False]
     assert (x / -0.0).tolist() == [float("-inf"), float("inf")]
     assert (np.float64(2.0) * x).tolist() == [2.0, -4.0]
+
+
+def test_numbers_a_dtype_cannot_hold_raise_naming_the_op():
+    i32 = st.ones(2, dtype=st.int32)
+    with pytest.raises(OverflowError, match="add: the number 1099511627776 does not fit in int32"):
+        i32 + 2**40
+    with pytest.raises(OverflowError, match="mul: .* int32"):
+        2**40 * i32
+    assert (i32 + 7).tolist() == [8, 8]

@@ -550,6 +550,17 @@ def _scalar_tensor(value, dtype, like: Tensor) -> Tensor:
     return creation.scalar_tensor(value, dtype, like._device)
 
 
+def _scalar_operand(op: str, value, dtype, like: Tensor) -> Tensor:
+    """A number operand of op as a 0-d tensor of dtype; a clear error naming op where dtype
+    cannot hold it (int32 + 2**40, an integer tensor and inf)."""
+    try:
+        return _scalar_tensor(value, dtype, like)
+    except OverflowError:
+        raise OverflowError(f"{op}: the number {value} does not fit in {dtype.name}") from None
+    except ValueError as e:
+        raise ValueError(f"{op}: {e}") from None
+
+
 def _operands(op: str, a, b, float_only: bool = False):
     """Turn (a, b), tensors or Python scalars, into two tensors of one promoted dtype."""
     ta, tb = a.__class__ is Tensor, b.__class__ is Tensor
@@ -567,12 +578,12 @@ def _operands(op: str, a, b, float_only: bool = False):
         if not isinstance(b, (int, float, bool)):
             b = _number(op, b)
         d = _dt.promote_scalar(a.dtype, b)
-        b = _scalar_tensor(b, d, a)
+        b = _scalar_operand(op, b, d, a)
     elif tb:
         if not isinstance(a, (int, float, bool)):
             a = _number(op, a)
         d = _dt.promote_scalar(b.dtype, a)
-        a = _scalar_tensor(a, d, b)
+        a = _scalar_operand(op, a, d, b)
     else:
         raise TypeError(f"{op}: expected at least one Tensor, got {type(a).__name__} and "
                         f"{type(b).__name__}")
