@@ -124,7 +124,7 @@ def test_what_is_not_plain_is_declined_and_still_right(case):
         args, want = (a, a.double()), a.numpy().astype(np.float64) * 2
     elif case == "bool":
         t = a > 0
-        args, want = (t, t), None
+        args, want = (t, t), a.numpy() > 0  # logical or
     elif case == "scalar":  # a 0-d tensor broadcasts (a Python number would not decline)
         args, want = (a, st.tensor(2.0)), a.numpy() + 2.0
     elif case == "list":
@@ -410,3 +410,15 @@ def test_numbers_a_dtype_cannot_hold_raise_naming_the_op():
     with pytest.raises(OverflowError, match="mul: .* int32"):
         2**40 * i32
     assert (i32 + 7).tolist() == [8, 8]
+
+
+def test_bool_operands_add_and_multiply_as_pytorch_does():
+    m, n = st.tensor([True, False, True]), st.tensor([True, True, False])
+    assert (m + n).tolist() == [True, True, True] and (m + n).dtype is st.bool
+    assert (m * n).tolist() == [True, False, False] and (m * n).dtype is st.bool
+    assert (m * True).tolist() == [True, False, True]
+    assert st.maximum(m, n).tolist() == [True, True, True]
+    assert st.minimum(m, n).tolist() == [True, False, False]
+    assert (m + 1).tolist() == [2, 1, 2] and (m + 1).dtype is st.int64
+    with pytest.raises(TypeError, match="sub: .*bool.*logical_xor"):
+        m - n

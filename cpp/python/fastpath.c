@@ -327,6 +327,20 @@ static PyObject *new_tensor(PyObject *shape, int di, PyObject *device, PyObject 
   return out;
 }
 
+/* a new contiguous tensor shaped like t (dtype di, n elements) and its data in *po; NULL with
+ * an exception on error, None (a new reference: decline) where its buffer cannot be read */
+static PyObject *output_like(PyObject *t, int di, Py_ssize_t n, char **po) {
+  PyObject *out = new_tensor(SLOT(t, S.toff[T_SHAPE]), di, SLOT(t, S.toff[T_DEVICE]), S.cpu_be,
+                             n);
+  if (out == NULL) return NULL;
+  *po = data_of(out, S.itemsize[di]);
+  if (*po == NULL) {
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+  }
+  return out;
+}
+
 /* is t a contiguous CPU tensor with all the slots this module reads set? */
 static inline int plain(PyObject *t) {
   if (!Py_IS_TYPE(t, S.tensor)) return 0;
@@ -395,14 +409,9 @@ static PyObject *with_scalar(PyObject *t, PyObject *s, long h, int scalar_first)
   if (n < 0) DECLINE();
   char *pt = data_of(t, S.itemsize[di]);
   if (pt == NULL) DECLINE();
-  PyObject *out = new_tensor(SLOT(t, S.toff[T_SHAPE]), di, SLOT(t, S.toff[T_DEVICE]), S.cpu_be,
-                             n);
-  if (out == NULL) return NULL;
-  char *po = data_of(out, S.itemsize[di]);
-  if (po == NULL) {
-    Py_DECREF(out);
-    DECLINE();
-  }
+  char *po;
+  PyObject *out = output_like(t, di, n, &po);
+  if (out == NULL || out == Py_None) return out;
   int64_t shape1 = (int64_t)n, one = 1, zero = 0;
   binary_fn f = (binary_fn)S.fn[h][di];
   const void *x = scalar_first ? (const void *)&value : pt;
@@ -446,13 +455,9 @@ static PyObject *binary(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
   if (n < 0) DECLINE();
   char *pa = data_of(a, S.itemsize[di]), *pb = data_of(b, S.itemsize[di]);
   if (pa == NULL || pb == NULL) DECLINE();
-  PyObject *out = new_tensor(sa, di, SLOT(a, S.toff[T_DEVICE]), S.cpu_be, n);
-  if (out == NULL) return NULL;
-  char *po = data_of(out, S.itemsize[di]);
-  if (po == NULL) {
-    Py_DECREF(out);
-    DECLINE();
-  }
+  char *po;
+  PyObject *out = output_like(a, di, n, &po);
+  if (out == NULL || out == Py_None) return out;
   int64_t shape1 = (int64_t)n, one = 1;
   binary_fn f = (binary_fn)S.fn[h][di];
   if (n >= NOGIL_NUMEL) {
@@ -486,14 +491,9 @@ static PyObject *unary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
   if (n < 0) DECLINE();
   char *px = data_of(x, S.itemsize[di]);
   if (px == NULL) DECLINE();
-  PyObject *out = new_tensor(SLOT(x, S.toff[T_SHAPE]), di, SLOT(x, S.toff[T_DEVICE]), S.cpu_be,
-                               n);
-  if (out == NULL) return NULL;
-  char *po = data_of(out, S.itemsize[di]);
-  if (po == NULL) {
-    Py_DECREF(out);
-    DECLINE();
-  }
+  char *po;
+  PyObject *out = output_like(x, di, n, &po);
+  if (out == NULL || out == Py_None) return out;
   unary_fn f = (unary_fn)S.fn[h][di];
   if (n >= NOGIL_NUMEL) {
     Py_BEGIN_ALLOW_THREADS f(px, po, (int64_t)n, alpha, beta);

@@ -683,6 +683,18 @@ def _half_scale_operands(op: str, a, b):
     return None
 
 
+# two bool operands: add and maximum are logical or, mul and minimum logical and (PyTorch's
+# results); sub is refused, as PyTorch refuses it
+_BOOL_FORMS = ("add", "maximum", "mul", "minimum", "sub")
+
+
+def _bool_binary(name: str, a: Tensor, b: Tensor) -> Tensor:
+    if name == "sub":
+        raise TypeError("sub: subtracting bool tensors is not supported; use logical_xor() or "
+                        "the ^ operator")
+    return (logical_or if name in ("add", "maximum") else logical_and)(a, b)
+
+
 def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=False,
               differentiable=True, domain=(-3.0, 3.0), b_domain=None, dtypes=None,
               grad_domain=None, doc="", saves="abo", method=False, reflected=(),
@@ -782,6 +794,8 @@ def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=Fal
             if pair is not None:
                 return _scale_half(*pair)
         a, b = _operands(name, a, b, float_only)
+        if a.dtype is _dt.bool_ and name in _BOOL_FORMS:
+            return _bool_binary(name, a, b)
         return apply(Spec, a, b)
 
     half_scalar = name in ("mul", "div")
