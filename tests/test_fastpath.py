@@ -422,3 +422,30 @@ def test_bool_operands_add_and_multiply_as_pytorch_does():
     assert (m + 1).tolist() == [2, 1, 2] and (m + 1).dtype is st.int64
     with pytest.raises(TypeError, match="sub: .*bool.*logical_xor"):
         m - n
+
+
+def test_handles_are_shared_and_a_full_table_falls_back_to_python():
+    assert _fast.handle("unary", "exp") == _fast.handle("unary", "exp")
+    assert _fast.handle("binary", "add") != _fast.handle("binary", "add", (st.float32,))
+    # in a process of its own: fill the table with requests for kernels that do not exist; a
+    # new op's first call then takes the Python path, and the ops keep their results
+    code = """
+import singa_tensor as st
+from singa_tensor.ops import _fast
+x = st.tensor([0.5, 2.0])
+want = [st.exp(x).tolist(), st.sinh(x).tolist(), (x * 3.0).tolist()]
+n = 0
+while _fast.handle("unary", f"none_{n}") >= 0:
+    n += 1
+assert 100 < n <= 256, n
+assert _fast.handle("binary", "another") == -1
+assert _fast.binary(x, x, -1) is None
+got = st.asinh(x).tolist()  # its first call since the table filled: no handle, Python's path
+_fast.set_enabled(False)
+assert got == st.asinh(x).tolist()
+_fast.set_enabled(True)
+assert [st.exp(x).tolist(), st.sinh(x).tolist(), (x * 3.0).tolist()] == want
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

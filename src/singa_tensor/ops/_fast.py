@@ -58,13 +58,28 @@ def set_enabled(on: bool) -> bool:
     return _C.set_enabled(bool(on) and available)
 
 
+_HANDLES: dict = {}
+
+
 def handle(kind: str, op: str, dtypes=DTYPES) -> int:
     """Register kernel st_<op>_<suffix> for each of dtypes with the C module ("binary" or
-    "unary" signature); returns its handle, -1 where there is no module."""
+    "unary" signature); returns its handle (the same one for the same request), -1 where there
+    is no module or its table (256 entries) is full: calls with -1 take the Python path."""
     if _C is None:
         return -1
-    addrs = [_cpu.kernel_address(f"st_{op}_{d.suffix}") if d in dtypes else 0 for d in DTYPES]
-    return _C.add_kernel(kind, addrs)
+    key = (kind, op, tuple(d for d in DTYPES if d in dtypes))
+    h = _HANDLES.get(key)
+    if h is None:
+        addrs = [_cpu.kernel_address(f"st_{op}_{d.suffix}") if d in dtypes else 0
+                 for d in DTYPES]
+        try:
+            h = _C.add_kernel(kind, addrs)
+        except ValueError as e:
+            if "table full" not in str(e):
+                raise
+            h = -1
+        _HANDLES[key] = h
+    return h
 
 
 def _declined(*args):
