@@ -39,8 +39,8 @@ static const char *const storage_slots[S_COUNT] = {"ptr", "nbytes", "_array", "_
 #define MAX_DTYPES 8
 #define MAX_DIMS 32 /* tensor.MAX_DIMS: Python raises for more */
 #define MAX_KERNELS 256
-/* one byte of the buffer size of small storages (cffi's allocator below this, the caching
- * allocator above) */
+/* the largest buffer, in bytes, that cffi's allocator makes (the caching allocator makes the
+ * larger ones) */
 static Py_ssize_t small_bytes = 0;
 /* kernels over this many elements run without the GIL, as cffi runs them */
 #define NOGIL_NUMEL (1 << 15)
