@@ -54,7 +54,7 @@ __global__ void xent_kernel(const T* __restrict__ x, const int64_t* __restrict__
     T mx = -inf;
     for (int64_t j = grp.lane(); j < c; j += grp.size()) mx = MaxNan{}(mx, xr[j]);
     mx = grp.reduce(mx, MaxNan{}, -inf);
-    T l = mx;
+    T l = mx == inf ? mx - mx : mx;  // a +inf logit: NaN, as in PyTorch's log_softmax
     if (!is_nan(mx) && mx != inf) {
       const T shift = mx == -inf ? T(0) : mx;  // all -inf: the sum is 0 and lse -inf, not NaN
       T s = T(0);

@@ -85,6 +85,29 @@ def test_cross_entropy_hand_value():
     assert abs(got.item() - np.log(4)) < 1e-6
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("classes", [3, 1000])
+def test_cross_entropy_non_finite_logits(dtype, classes):
+    # as PyTorch's log_softmax: a row holding NaN or +inf gives NaN; -inf logits are ordinary
+    # (probability 0). NaN and inf sit at positions off the vector lanes' boundaries.
+    x = np.zeros((5, classes))
+    x[:, :3] = [[np.inf, 1.0, 0.0], [1.0, np.nan, 2.0], [np.inf, np.nan, 0.0],
+                [-np.inf, -np.inf, 0.0], [0.5, -1.0, 2.0]]
+    x[1, classes - 2] = np.nan if classes > 3 else x[1, classes - 2]
+    t = np.array([1, 0, 2, 2, 0])
+    xt = st.tensor(x, dtype=getattr(st, dtype), requires_grad=True)
+    got = L.cross_entropy(xt, st.tensor(t), reduction="none")
+    loss = to_numpy(got)
+    assert np.isnan(loss[:3]).all()
+    rows = x[3:]
+    m = rows.max(axis=1)
+    want = m + np.log(np.exp(rows - m[:, None]).sum(axis=1)) - rows[[0, 1], t[3:]]
+    assert_close(got[3:], want.astype(dtype), rtol=1e-5 if dtype == "float32" else 1e-12)
+    got[3:].sum().backward()
+    g = to_numpy(xt.grad)
+    assert np.isfinite(g[3:]).all() and (g[3, :2] == 0).all()
+
+
 def test_cross_entropy_custom_ignore_index_and_all_ignored():
     x = RNG.standard_normal((4, 3))
     t = np.array([2, 7, 0, 7])

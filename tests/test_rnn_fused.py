@@ -138,17 +138,19 @@ def simd_build(request):
 
 
 @pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN_TANH"])
-@pytest.mark.parametrize("batch", [1, 7, 13])
-def test_float32_sizes_that_fill_the_step_product_tiles(mode, batch, simd_build):
+@pytest.mark.parametrize("batch", [1, 7, 13, 20])
+@pytest.mark.parametrize("steps", [2, 6])
+def test_float32_sizes_that_fill_the_step_product_tiles(mode, batch, steps, simd_build):
     """The float32 per-step products run the few-row kernels (cpp/src/small_gemm.h), 8 lanes
     wide or, where the CPU has AVX-512, 16: hidden 37 and input 19 give full vector blocks plus
-    partial ones along every dimension in both widths, and batches 1, 7 and 13 full and partial
-    tiles of rows (the products' rows are the batch)."""
+    partial ones along every dimension in both widths (and a last packed panel of 4 columns of
+    4 * 37), and batches 1, 7, 13 and 20 full and partial tiles of rows (the products' rows are
+    the batch). Two steps read the recurrent weight where it lies, six pack it first."""
     st.manual_seed(5)
     kw = {"nonlinearity": "tanh"} if mode.startswith("RNN") else {}
     layer = LAYERS[mode](19, 37, 2, bidirectional=True, dtype=st.float32, **kw)
     r = np.random.default_rng(13)
-    x = st.tensor(r.standard_normal((6, batch, 19)), dtype=st.float32)
+    x = st.tensor(r.standard_normal((steps, batch, 19)), dtype=st.float32)
     states = [st.tensor(r.standard_normal((4, batch, 37)), dtype=st.float32)
               for _ in range(2 if mode == "LSTM" else 1)]
     got_out, got_grads = _run(layer, True, x, states)

@@ -10,12 +10,16 @@
 namespace st {
 namespace {
 
+// The row's log(sum_j exp(x[j])) for the log-probabilities x - lse: NaN when any x is NaN or
+// +inf (x - lse is then inf - inf for the largest, as in PyTorch's log_softmax)
 template <class T>
 T row_lse(const T* xr, int64_t c) {
-  T mx = xr[0];
-  for (int64_t j = 1; j < c; ++j) mx = (xr[j] > mx || is_nan(xr[j])) ? xr[j] : mx;
   const T inf = std::numeric_limits<T>::infinity();
-  if (is_nan(mx) || mx == inf) return mx;
+  // the maximum in vector lanes, blind to NaN: a NaN reaches the result through the sum below
+  T mx = -inf;
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < c; ++j) mx = xr[j] > mx ? xr[j] : mx;
+  if (mx == inf) return std::numeric_limits<T>::quiet_NaN();
   const T shift = mx == -inf ? T(0) : mx;  // all -inf: the sum is 0 and lse is -inf, not NaN
   T s = 0;
 #pragma omp simd reduction(+ : s)

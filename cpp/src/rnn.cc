@@ -162,19 +162,30 @@ void gru_cell_backward(const T* saved, const T* hp, const T* dh, T* dgx, T* dgh,
   });
 }
 
+// Below this many steps the per-step products read the recurrent weight where it lies; from it
+// on they pack it once per loop (small_gemm::Packed), which costs two to four steps' products.
+constexpr int64_t kPackSteps = 4;
+
 // The per-step kernels of a whole layer's loop (singa_tensor/rnn_seq.h): the cells above and
-// one BLAS product per step; OpenBLAS threads the products, OpenMP the cells.
+// one product per step; OpenMP threads both. One object serves one loop, forward or backward,
+// in which the recurrent weight does not change.
 template <class T>
 struct CpuSeqOps {
+  explicit CpuSeqOps(int64_t steps) : pack(steps >= kPackSteps) {}
+
   void gemm(int32_t ta, int32_t tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
             int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
     if constexpr (std::is_same_v<T, float>) {
-      // the per-step products (m = batch rows) read the recurrent weight where it lies
+      // the per-step products (m = batch rows) take the few-row kernels
       if (small_gemm::suits(ta, m, n, k, alpha, beta)) {
-        if (tb)
+        if (pack) {
+          if (!packed.holds(tb, n, k, b)) packed.pack(tb, n, k, b, ldb);
+          packed.multiply(m, a, lda, c, ldc, beta == T(1));
+        } else if (tb) {
           small_gemm::nt(m, n, k, a, lda, b, ldb, c, ldc, beta == T(1));
-        else
+        } else {
           small_gemm::nn(m, n, k, a, lda, b, ldb, c, ldc, beta == T(1));
+        }
         return;
       }
     }
@@ -223,6 +234,9 @@ struct CpuSeqOps {
     for (int64_t k = 0; k < n; ++k) y[k] = a[k] + b[k];
   }
   void copy(const T* src, T* dst, int64_t n) { std::copy(src, src + n, dst); }
+
+  const bool pack;
+  small_gemm::Packed packed;  // the recurrent weight, once the loop has packed it
 };
 
 }  // namespace
@@ -253,7 +267,7 @@ ST_FLOAT_TYPES(ST_DEF_RNN, _)
                                 const T* w_hh, const T* bias_h, const T* h0, const T* c0,      \
                                 T* out, T* h_n, T* c_n, T* saved, T* cells, T* work,           \
                                 int64_t steps, int64_t batch, int64_t hidden) {                \
-    st::CpuSeqOps<T> ops;                                                                      \
+    st::CpuSeqOps<T> ops(steps);                                                               \
     st::rnn_seq::forward<T>(ops, mode, reverse, gates_x, w_hh, bias_h, h0, c0, out, h_n, c_n,  \
                             saved, cells, work, steps, batch, hidden);                         \
   }                                                                                            \
@@ -262,7 +276,7 @@ ST_FLOAT_TYPES(ST_DEF_RNN, _)
                                  const T* d_out, const T* d_hn, const T* d_cn, T* d_gates_x,   \
                                  T* d_gates_h, T* d_w_hh, T* d_h0, T* d_c0, T* work,           \
                                  int64_t steps, int64_t batch, int64_t hidden) {               \
-    st::CpuSeqOps<T> ops;                                                                      \
+    st::CpuSeqOps<T> ops(steps);                                                               \
     st::rnn_seq::backward<T>(ops, mode, reverse, w_hh, h0, c0, out, saved, cells, d_out, d_hn, \
                              d_cn, d_gates_x, d_gates_h, d_w_hh, d_h0, d_c0, work, steps,      \
                              batch, hidden);                                                   \
