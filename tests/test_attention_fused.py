@@ -15,8 +15,10 @@ from singa_tensor.ops import attention as attention_mod
 from singa_tensor.ops import attention_fused
 from singa_tensor.ops.attention import _sdpa_reference
 from singa_tensor.ops.attention_fused import (
+    PackedSelfAttention,
     ScaledDotProductAttentionFused,
     scaled_dot_product_attention_fused,
+    self_attention_packed,
 )
 from tests.helpers import DEVICE, as_tensor, to_numpy
 
@@ -271,9 +273,11 @@ def test_causal_multihead_attention_without_weights_takes_the_fused_path(fused_c
     x = as_tensor(RNG.standard_normal((2, 6, 16)).astype(np.float32))
     mask = st.triu(st.ones(6, 6, dtype=st.bool, device=x.device), diagonal=1)
     got, _ = mha(x, x, x, need_weights=False, is_causal=True, attn_mask=None)
-    assert len(fused_calls) == 1
+    # on the CPU the packed kernels take the projection whole (test_packed_* below)
+    packed = attention_fused.use_packed(as_tensor(np.zeros((2, 6, 48), np.float32)), 4, True)
+    assert len(fused_calls) == (0 if packed else 1)
     want, _ = mha(x, x, x, need_weights=False, attn_mask=mask)
-    assert len(fused_calls) == 1  # an explicit mask: the composition
+    assert len(fused_calls) == (0 if packed else 1)  # an explicit mask: the composition
     assert_close(to_numpy(got), to_numpy(want), np.float32)
 
 
@@ -322,3 +326,128 @@ def test_16_bit_kernels_keep_float32_statistics(monkeypatch):
     q = st.randn(2, 40, 8).to(st.bfloat16)
     scaled_dot_product_attention_fused(q, q, q)
     assert seen["lse"] is st.float32  # natively, or from the float32 kernels after a cast
+
+
+# ---- self-attention on one projected tensor (PackedSelfAttention) -------------------------------
+
+
+def _split_path(x, heads, batch_first, causal):
+    """The same attention through split heads and the (N, H, L, D) fused op."""
+    q, k, v = attention_fused._packed_parts(x, heads, batch_first)
+    return attention_fused._packed_merge(scaled_dot_product_attention_fused(q, k, v, causal),
+                                         batch_first)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n, l, heads, d", [(3, 70, 4, 12), (1, 150, 1, 7), (2, 9, 3, 5)])
+def test_packed_equals_the_split_heads(dtype, batch_first, causal, n, l, heads, d):
+    # the packed kernels read q, k and v where the projection put them and write the output
+    # and d qkv in place; the arithmetic is the split path's, so the bits are too. (1, 150, 1)
+    # has fewer batch entries than threads (the two-pass backward), 130 keys span key blocks
+    shape = (n, l, 3 * heads * d) if batch_first else (l, n, 3 * heads * d)
+    x0 = RNG.standard_normal(shape).astype(dtype)
+    g = RNG.standard_normal(shape[:2] + (heads * d,)).astype(dtype)
+    x = as_tensor(x0, requires_grad=True)
+    got = self_attention_packed(x, heads, batch_first, causal)
+    got.backward(as_tensor(g))
+    x2 = as_tensor(x0, requires_grad=True)
+    want = _split_path(x2, heads, batch_first, causal)
+    want.backward(as_tensor(g))
+    packed = st.backend.get(x.device).kernel("st_attention_strided_f32") is not None
+    assert (type(got.grad_fn).__name__ == "_packed_self_attentionBackward") == packed
+    np.testing.assert_array_equal(to_numpy(got.detach()), to_numpy(want.detach()))
+    np.testing.assert_array_equal(to_numpy(x.grad), to_numpy(x2.grad))
+    ref = PackedSelfAttention.reference(x0.astype(np.float64), heads, batch_first, causal)
+    assert_close(to_numpy(got.detach()), ref, dtype)
+
+
+def test_packed_gradcheck_and_gradgradcheck():
+    # float64 finite differences; the second order goes through the composed backward
+    x = as_tensor(RNG.standard_normal((2, 5, 12)), requires_grad=True)
+    for causal in (False, True):
+        def fn(t, causal=causal):
+            return self_attention_packed(t, 2, True, causal, 0.7)
+
+        assert st.autograd.gradcheck(fn, (x,), atol=1e-6, rtol=1e-4)
+        assert st.autograd.gradgradcheck(fn, (x,), atol=1e-5, rtol=1e-3)
+    y = as_tensor(RNG.standard_normal((4, 2, 9)), requires_grad=True)
+    assert st.autograd.gradgradcheck(lambda t: self_attention_packed(t, 3, False), (y,),
+                                     atol=1e-5, rtol=1e-3)
+
+
+def test_packed_reads_a_non_contiguous_projection():
+    x0 = RNG.standard_normal((30, 2, 24))
+    x = as_tensor(x0, requires_grad=True)
+    got = self_attention_packed(x.transpose(0, 1), 2)  # (2, 30, 24) view, batch first
+    got.sum().backward()
+    x2 = as_tensor(x0, requires_grad=True)
+    want = _split_path(x2.transpose(0, 1), 2, True, False)
+    want.sum().backward()
+    assert_close(to_numpy(got.detach()), to_numpy(want.detach()), np.float64)
+    assert_close(to_numpy(x.grad), to_numpy(x2.grad), np.float64)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_multihead_self_attention_takes_the_packed_path(batch_first):
+    # self-attention without masks or weights runs one packed op; masks, weights and
+    # cross-attention keep the split heads. Every path gives the same numbers.
+    st.manual_seed(1)
+    mha = st.nn.MultiheadAttention(16, 4, batch_first=batch_first)
+    x0 = RNG.standard_normal((2, 20, 16) if batch_first else (20, 2, 16)).astype(np.float32)
+    x = as_tensor(x0, requires_grad=True)
+    got, w = mha(x, x, x, need_weights=False)
+    assert w is None
+    names, todo = [], [got.grad_fn]
+    while todo and len(names) < 50:  # the graph's nodes, breadth first
+        node = todo.pop(0)
+        names.append(type(node).__name__)
+        todo += [edge[0] for edge in node.next if edge is not None]
+    packed = attention_fused.use_packed(
+        as_tensor(np.zeros(x0.shape[:2] + (48,), np.float32)), 4, batch_first)
+    assert ("_packed_self_attentionBackward" in names) == packed, names
+    got.sum().backward()
+    x2 = as_tensor(x0, requires_grad=True)
+    want, _ = mha(x2, x2, x2, need_weights=True)  # the weights force the composition
+    want.sum().backward()
+    assert_close(to_numpy(got.detach()), to_numpy(want.detach()), np.float32)
+    np.testing.assert_allclose(to_numpy(x.grad), to_numpy(x2.grad), rtol=1e-4, atol=1e-5)
+
+
+def test_transformer_layer_in_graph_mode_and_onnx_export_with_the_packed_path(tmp_path):
+    st.manual_seed(2)
+    layer = st.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    x = as_tensor(RNG.standard_normal((2, 24, 16)).astype(np.float32))
+    eager = to_numpy(layer(x).detach())
+    step = st.compile(lambda t: layer(t))
+    for _ in range(3):  # capture, then replays with new inputs
+        np.testing.assert_allclose(to_numpy(step(x).detach()), eager, rtol=1e-6, atol=1e-6)
+    x3 = as_tensor(RNG.standard_normal((2, 24, 16)).astype(np.float32))
+    np.testing.assert_allclose(to_numpy(step(x3).detach()), to_numpy(layer(x3).detach()),
+                               rtol=1e-6, atol=1e-6)
+    if DEVICE != "cpu":
+        return
+    ort = pytest.importorskip("onnxruntime")
+    layer.eval()
+    path = str(tmp_path / "layer.onnx")
+    st.onnx.export(layer, (x,), path)  # the packed op has no ONNX form: the trace splits heads
+    sess = ort.InferenceSession(path)
+    got = sess.run(None, {sess.get_inputs()[0].name: to_numpy(x)})[0]
+    np.testing.assert_allclose(got, to_numpy(layer(x).detach()), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("args, kwargs, exc, msg", [
+    (("x", 2), {}, TypeError, "qkv must be a Tensor"),
+    ((np.zeros((2, 4, 12)), 0), {}, ValueError, "heads must be a positive int"),
+    ((np.zeros((2, 4, 12)), 2.0), {}, ValueError, "heads must be a positive int"),
+    ((np.zeros((2, 4, 12)), 5), {}, ValueError, "3 \\* heads \\* head_dim"),
+    ((np.zeros((4, 12)), 2), {}, ValueError, "must be 3-D"),
+    ((np.zeros((2, 4, 12), dtype=np.int64), 2), {}, TypeError, "floating point"),
+    ((np.zeros((2, 4, 12)), 2), {"is_causal": 1}, TypeError, "is_causal must be a bool"),
+    ((np.zeros((2, 4, 12)), 2), {"scale": "1"}, TypeError, "scale must be a float"),
+])
+def test_packed_errors(args, kwargs, exc, msg):
+    qkv = args[0] if isinstance(args[0], str) else as_tensor(args[0])
+    with pytest.raises(exc, match=f"self_attention_packed: .*{msg}"):
+        self_attention_packed(qkv, args[1], **kwargs)

@@ -30,6 +30,36 @@ inline int64_t key_end(const AttentionDims& d, int64_t i0, int64_t nq) {
   return d.causal ? std::min<int64_t>(d.s, i0 + nq) : d.s;
 }
 
+// Where one tensor's rows lie: batch entry b = outer * heads + head starts at
+// (b / heads) * outer_stride + (b % heads) * head_stride, and its rows are row_stride apart, each
+// row contiguous. Contiguous [B, rows, cols]: heads 1, outer rows * cols, row cols. A projected
+// (N, L, 3, H, D) tensor gives q, k and v as views of this kind, with no copy.
+struct Lay {
+  int64_t heads, outer, head, row;
+  int64_t at(int64_t b, int64_t r) const { return (b / heads) * outer + (b % heads) * head + r * row; }
+};
+
+inline Lay dense(int64_t rows, int64_t cols) { return {1, rows * cols, 0, cols}; }
+
+// the layouts of q, k, v, out, dout, dq, dk, dv (the forward reads the first four)
+struct Lays {
+  Lay q, k, v, o, dout, dq, dk, dv;
+};
+
+inline Lays dense_lays(const AttentionDims& d) {
+  const Lay q = dense(d.l, d.e), k = dense(d.s, d.e), v = dense(d.s, d.ev), o = dense(d.l, d.ev);
+  return {q, k, v, o, o, q, k, v};
+}
+
+// rows [r0, r0 + n) of one batch entry of a laid-out tensor set to zero
+template <class T>
+inline void zero_rows(T* x, const Lay& lay, int64_t b, int64_t r0, int64_t n, int64_t cols) {
+  for (int64_t r = r0; r < r0 + n; ++r) {
+    T* row = x + lay.at(b, r);
+    std::fill(row, row + cols, T(0));
+  }
+}
+
 // Runs body(task, scratch) for every task in [0, n), spread over threads with a dynamic
 // schedule (causal tasks differ in size); each thread gets its own scratch of `scratch` elements.
 template <class T, class F>
@@ -52,23 +82,24 @@ inline void scale_row(T* x, int64_t n, T a) {
 // Query rows i0 .. i0 + nq - 1 of batch b: out accumulates p v over the key blocks while m and
 // l hold each row's running maximum and sum of exponentials (the online softmax).
 template <class T>
-void forward_rows(const AttentionDims& d, const T* q, const T* k, const T* v, T* out, T* lse,
-                  T scale, int64_t b, int64_t i0, int64_t nq, T* work) {
+void forward_rows(const AttentionDims& d, const Lays& L, const T* q, const T* k, const T* v,
+                  T* out, T* lse, T scale, int64_t b, int64_t i0, int64_t nq, T* work) {
   const T ninf = -std::numeric_limits<T>::infinity();
   T* sc = work;  // kQueryBlock x kKeyBlock scores, then probabilities
   T* m = sc + kQueryBlock * kKeyBlock;
   T* l = m + kQueryBlock;
-  const T* qb = q + (b * d.l + i0) * d.e;
-  T* ob = out + (b * d.l + i0) * d.ev;
+  const T* qb = q + L.q.at(b, i0);
+  T* ob = out + L.o.at(b, i0);
+  const int64_t ldo = L.o.row;
   for (int64_t r = 0; r < nq; ++r) {
     m[r] = ninf;
     l[r] = 0;
   }
-  std::fill(ob, ob + nq * d.ev, T(0));
+  zero_rows(out, L.o, b, i0, nq, d.ev);
   const int64_t kend = key_end(d, i0, nq);
   for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) {
     const int64_t nk = std::min(kKeyBlock, kend - j0);
-    blas::gemm(0, 1, nq, nk, d.e, scale, qb, d.e, k + (b * d.s + j0) * d.e, d.e, T(0), sc, nk);
+    blas::gemm(0, 1, nq, nk, d.e, scale, qb, L.q.row, k + L.k.at(b, j0), L.k.row, T(0), sc, nk);
     for (int64_t r = 0; r < nq; ++r) {
       T* row = sc + r * nk;
       const int64_t lim = allowed_keys(d, i0 + r, j0, nk);
@@ -91,17 +122,16 @@ void forward_rows(const AttentionDims& d, const T* q, const T* k, const T* v, T*
       }
       if (m[r] != mnew) {
         const T alpha = m[r] == ninf ? T(0) : st_exp(m[r] - mnew);
-        scale_row(ob + r * d.ev, d.ev, alpha);
+        scale_row(ob + r * ldo, d.ev, alpha);
         l[r] *= alpha;
       }
       l[r] += sum;
       m[r] = mnew;
     }
-    blas::gemm(0, 0, nq, d.ev, nk, T(1), sc, nk, v + (b * d.s + j0) * d.ev, d.ev, T(1), ob,
-               d.ev);
+    blas::gemm(0, 0, nq, d.ev, nk, T(1), sc, nk, v + L.v.at(b, j0), L.v.row, T(1), ob, ldo);
   }
   for (int64_t r = 0; r < nq; ++r) {
-    T* orow = ob + r * d.ev;
+    T* orow = ob + r * ldo;
     if (l[r] > T(0)) {
       scale_row(orow, d.ev, T(1) / l[r]);
       lse[b * d.l + i0 + r] = m[r] + st_log(l[r]);
@@ -114,34 +144,40 @@ void forward_rows(const AttentionDims& d, const T* q, const T* k, const T* v, T*
 
 template <class T>
 void attention(const T* q, const T* k, const T* v, T* out, T* lse, const AttentionDims& d,
-               T scale) {
+               const Lays& L, T scale) {
   const int64_t qblocks = (d.l + kQueryBlock - 1) / kQueryBlock;
   const int64_t scratch = kQueryBlock * kKeyBlock + 2 * kQueryBlock;
   for_tasks<T>(d.batch * qblocks, kQueryBlock * d.s * (d.e + d.ev), scratch,
                [&](int64_t t, T* work) {
                  const int64_t b = t / qblocks, i0 = (t % qblocks) * kQueryBlock;
-                 forward_rows(d, q, k, v, out, lse, scale, b, i0,
+                 forward_rows(d, L, q, k, v, out, lse, scale, b, i0,
                               std::min(kQueryBlock, d.l - i0), work);
                });
+}
+
+template <class T>
+void attention(const T* q, const T* k, const T* v, T* out, T* lse, const AttentionDims& d,
+               T scale) {
+  attention(q, k, v, out, lse, d, dense_lays(d), scale);
 }
 
 // What one (query block, key block) pair contributes to the gradients: p = exp(s - lse) and
 // ds = p (dout v^T - delta) are rebuilt in the scratch, then added into dq (rows i0..) and/or
 // dk, dv (rows j0..).
 template <class T>
-void backward_pair(const AttentionDims& d, const T* q, const T* k, const T* v, const T* dout,
-                   const T* lse, const T* delta, T* dq, T* dk, T* dv, T scale, int64_t b,
-                   int64_t i0, int64_t nq, int64_t j0, int64_t nk, bool want_dq, bool want_dkdv,
-                   T* work) {
+void backward_pair(const AttentionDims& d, const Lays& L, const T* q, const T* k, const T* v,
+                   const T* dout, const T* lse, const T* delta, T* dq, T* dk, T* dv, T scale,
+                   int64_t b, int64_t i0, int64_t nq, int64_t j0, int64_t nk, bool want_dq,
+                   bool want_dkdv, T* work) {
   const T ninf = -std::numeric_limits<T>::infinity();
   T* p = work;
   T* ds = work + kQueryBlock * kKeyBlock;
-  const T* qb = q + (b * d.l + i0) * d.e;
-  const T* dob = dout + (b * d.l + i0) * d.ev;
-  const T* kb = k + (b * d.s + j0) * d.e;
-  const T* vb = v + (b * d.s + j0) * d.ev;
-  blas::gemm(0, 1, nq, nk, d.e, scale, qb, d.e, kb, d.e, T(0), p, nk);
-  blas::gemm(0, 1, nq, nk, d.ev, T(1), dob, d.ev, vb, d.ev, T(0), ds, nk);
+  const T* qb = q + L.q.at(b, i0);
+  const T* dob = dout + L.dout.at(b, i0);
+  const T* kb = k + L.k.at(b, j0);
+  const T* vb = v + L.v.at(b, j0);
+  blas::gemm(0, 1, nq, nk, d.e, scale, qb, L.q.row, kb, L.k.row, T(0), p, nk);
+  blas::gemm(0, 1, nq, nk, d.ev, T(1), dob, L.dout.row, vb, L.v.row, T(0), ds, nk);
   for (int64_t r = 0; r < nq; ++r) {
     const int64_t i = b * d.l + i0 + r;
     T* prow = p + r * nk;
@@ -158,22 +194,24 @@ void backward_pair(const AttentionDims& d, const T* q, const T* k, const T* v, c
     std::fill(dsrow + lim, dsrow + nk, T(0));
   }
   if (want_dkdv) {
-    blas::gemm(1, 0, nk, d.ev, nq, T(1), p, nk, dob, d.ev, T(1), dv + (b * d.s + j0) * d.ev,
-               d.ev);
-    blas::gemm(1, 0, nk, d.e, nq, scale, ds, nk, qb, d.e, T(1), dk + (b * d.s + j0) * d.e, d.e);
+    blas::gemm(1, 0, nk, d.ev, nq, T(1), p, nk, dob, L.dout.row, T(1), dv + L.dv.at(b, j0),
+               L.dv.row);
+    blas::gemm(1, 0, nk, d.e, nq, scale, ds, nk, qb, L.q.row, T(1), dk + L.dk.at(b, j0),
+               L.dk.row);
   }
   if (want_dq)
-    blas::gemm(0, 0, nq, d.e, nk, scale, ds, nk, kb, d.e, T(1), dq + (b * d.l + i0) * d.e, d.e);
+    blas::gemm(0, 0, nq, d.e, nk, scale, ds, nk, kb, L.k.row, T(1), dq + L.dq.at(b, i0),
+               L.dq.row);
 }
 
 template <class T>
 void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* dout,
                         const T* lse, T* delta, T* dq, T* dk, T* dv, const AttentionDims& d,
-                        T scale) {
+                        const Lays& L, T scale) {
   parallel_for(d.batch * d.l, d.ev, [&](int64_t rb, int64_t re) {
     for (int64_t i = rb; i < re; ++i) {
-      const T* o = out + i * d.ev;
-      const T* g = dout + i * d.ev;
+      const T* o = out + L.o.at(i / d.l, i % d.l);
+      const T* g = dout + L.dout.at(i / d.l, i % d.l);
       T acc = 0;
 #pragma omp simd reduction(+ : acc)
       for (int64_t c = 0; c < d.ev; ++c) acc += o[c] * g[c];
@@ -185,17 +223,17 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
   const int64_t scratch = 2 * kQueryBlock * kKeyBlock;
   const int64_t pair_cost = kQueryBlock * kKeyBlock * (d.e + d.ev);
   auto pair = [&](int64_t b, int64_t i0, int64_t j0, bool want_dq, bool want_dkdv, T* work) {
-    backward_pair(d, q, k, v, dout, lse, delta, dq, dk, dv, scale, b, i0,
+    backward_pair(d, L, q, k, v, dout, lse, delta, dq, dk, dv, scale, b, i0,
                   std::min(kQueryBlock, d.l - i0), j0, std::min(kKeyBlock, d.s - j0), want_dq,
                   want_dkdv, work);
   };
   if (d.batch >= omp_get_max_threads()) {
     // enough batch entries to keep every thread busy: one task per entry, one pass over the
     // block pairs that adds into dq, dk and dv at once
-    std::fill(dq, dq + d.batch * d.l * d.e, T(0));
-    std::fill(dk, dk + d.batch * d.s * d.e, T(0));
-    std::fill(dv, dv + d.batch * d.s * d.ev, T(0));
     for_tasks<T>(d.batch, qblocks * kblocks * pair_cost, scratch, [&](int64_t b, T* work) {
+      zero_rows(dq, L.dq, b, 0, d.l, d.e);
+      zero_rows(dk, L.dk, b, 0, d.s, d.e);
+      zero_rows(dv, L.dv, b, 0, d.s, d.ev);
       for (int64_t i0 = 0; i0 < d.l; i0 += kQueryBlock) {
         const int64_t kend = key_end(d, i0, std::min(kQueryBlock, d.l - i0));
         for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) pair(b, i0, j0, true, true, work);
@@ -208,19 +246,35 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
   for_tasks<T>(d.batch * qblocks, kblocks * pair_cost, scratch, [&](int64_t t, T* work) {
     const int64_t b = t / qblocks, i0 = (t % qblocks) * kQueryBlock;
     const int64_t nq = std::min(kQueryBlock, d.l - i0);
-    std::fill(dq + (b * d.l + i0) * d.e, dq + (b * d.l + i0 + nq) * d.e, T(0));
+    zero_rows(dq, L.dq, b, i0, nq, d.e);
     for (int64_t j0 = 0; j0 < key_end(d, i0, nq); j0 += kKeyBlock)
       pair(b, i0, j0, true, false, work);
   });
   for_tasks<T>(d.batch * kblocks, qblocks * pair_cost, scratch, [&](int64_t t, T* work) {
     const int64_t b = t / kblocks, j0 = (t % kblocks) * kKeyBlock;
     const int64_t nk = std::min(kKeyBlock, d.s - j0);
-    std::fill(dk + (b * d.s + j0) * d.e, dk + (b * d.s + j0 + nk) * d.e, T(0));
-    std::fill(dv + (b * d.s + j0) * d.ev, dv + (b * d.s + j0 + nk) * d.ev, T(0));
+    zero_rows(dk, L.dk, b, j0, nk, d.e);
+    zero_rows(dv, L.dv, b, j0, nk, d.ev);
     // under the causal rule no query before key j0 sees this block
     const int64_t first = d.causal ? j0 / kQueryBlock * kQueryBlock : 0;
     for (int64_t i0 = first; i0 < d.l; i0 += kQueryBlock) pair(b, i0, j0, false, true, work);
   });
+}
+
+template <class T>
+void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* dout,
+                        const T* lse, T* delta, T* dq, T* dk, T* dv, const AttentionDims& d,
+                        T scale) {
+  attention_backward(q, k, v, out, dout, lse, delta, dq, dk, dv, d, dense_lays(d), scale);
+}
+
+// The layouts of a strided call: `lay` holds (heads, outer stride, head stride, row stride) for
+// each of the `n` tensors in Lays order
+inline Lays lays_from(const int64_t* lay, int n, const AttentionDims& d) {
+  Lays L = dense_lays(d);
+  Lay* dst[8] = {&L.q, &L.k, &L.v, &L.o, &L.dout, &L.dq, &L.dk, &L.dv};
+  for (int i = 0; i < n; ++i) *dst[i] = Lay{lay[4 * i], lay[4 * i + 1], lay[4 * i + 2], lay[4 * i + 3]};
+  return L;
 }
 
 // ---- float16 / bfloat16: groups of whole batch entries are widened into float buffers of about
@@ -325,6 +379,23 @@ void attention_backward_half(const uint16_t* q, const uint16_t* k, const uint16_
                            st::AttentionDims{batch, l, s, e, ev, causal != 0}, T(scale));      \
   }
 ST_FLOAT_TYPES(ST_DEF_ATTENTION, _)
+
+#define ST_DEF_ATTENTION_STRIDED(sfx, T, _)                                                    \
+  void st_attention_strided_##sfx(const T* q, const T* k, const T* v, T* out, T* lse,          \
+                                  const int64_t* lay, int64_t batch, int64_t l, int64_t s,     \
+                                  int64_t e, int64_t ev, double scale, int32_t causal) {       \
+    const st::AttentionDims d{batch, l, s, e, ev, causal != 0};                                \
+    st::attention(q, k, v, out, lse, d, st::lays_from(lay, 4, d), T(scale));                   \
+  }                                                                                            \
+  void st_attention_backward_strided_##sfx(                                                    \
+      const T* q, const T* k, const T* v, const T* out, const T* dout, const T* lse, T* delta, \
+      T* dq, T* dk, T* dv, const int64_t* lay, int64_t batch, int64_t l, int64_t s, int64_t e, \
+      int64_t ev, double scale, int32_t causal) {                                              \
+    const st::AttentionDims d{batch, l, s, e, ev, causal != 0};                                \
+    st::attention_backward(q, k, v, out, dout, lse, delta, dq, dk, dv, d,                      \
+                           st::lays_from(lay, 8, d), T(scale));                                \
+  }
+ST_FLOAT_TYPES(ST_DEF_ATTENTION_STRIDED, _)
 
 #define ST_DEF_ATTENTION_HALF(sfx, T, _)                                                       \
   void st_attention_##sfx(const T* q, const T* k, const T* v, T* out, float* lse,             \

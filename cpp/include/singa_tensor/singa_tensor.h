@@ -485,6 +485,21 @@ ST_FLOAT_TYPES(ST_DECL_ATTENTION, _)
                                    T* dk, T* dv, int64_t batch, int64_t l, int64_t s,         \
                                    int64_t e, int64_t ev, double scale, int32_t causal);
 ST_HALF_TYPES(ST_DECL_ATTENTION_HALF, _)
+/* float32/float64 (CPU): the same with q, k, v, out (and dout, dq, dk, dv) laid out as views:
+ * `lay` holds four int64 per tensor, in the order q, k, v, out (forward) or q, k, v, out, dout,
+ * dq, dk, dv (backward): heads H, outer stride, head stride, row stride. Batch entry b starts at
+ * (b / H) * outer + (b % H) * head, its rows are `row` apart and each row is contiguous. So
+ * q, k and v can be parts of one projected (N, L, 3, H, D) tensor and out an (N, L, H, D) one,
+ * without a copy. Rows written (out, dq, dk, dv) must not overlap. */
+#define ST_DECL_ATTENTION_STRIDED(sfx, T, _)                                                   \
+  void st_attention_strided_##sfx(const T* q, const T* k, const T* v, T* out, T* lse,          \
+                                  const int64_t* lay, int64_t batch, int64_t l, int64_t s,     \
+                                  int64_t e, int64_t ev, double scale, int32_t causal);        \
+  void st_attention_backward_strided_##sfx(                                                    \
+      const T* q, const T* k, const T* v, const T* out, const T* dout, const T* lse, T* delta, \
+      T* dq, T* dk, T* dv, const int64_t* lay, int64_t batch, int64_t l, int64_t s, int64_t e, \
+      int64_t ev, double scale, int32_t causal);
+ST_FLOAT_TYPES(ST_DECL_ATTENTION_STRIDED, _)
 #endif
 
 /* ---- fused elementwise programs (graph mode) ---------------------------------------------- */

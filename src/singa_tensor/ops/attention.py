@@ -19,7 +19,8 @@ from .. import _execution, creation
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._registry import OpSpec, broadcast_shapes, check_same_device, register, traced
-from .attention_fused import scaled_dot_product_attention_fused, use_fused
+from .attention_fused import (scaled_dot_product_attention_fused, self_attention_packed,
+                              use_fused, use_packed)
 from .dense import _fusable, _linear_fused, linear
 from .elementwise import add, mul, where
 from .layout import cast, make_contiguous, permute, reshape, transpose
@@ -381,6 +382,13 @@ def _mha_masks(op: str, query: Tensor, key_padding_mask, attn_mask, n: int, head
     return (None if blocked is None else ~blocked), bias
 
 
+def _onnx_tracing() -> bool:
+    """Whether an ONNX export traces this call (the packed op has no ONNX form; the split
+    heads export through scaled_dot_product_attention's)."""
+    ex = _execution.current() if _execution.running_count else None
+    return ex is not None and ex.tracing
+
+
 def _multi_head_attention(op: str, query, key, value, num_heads: int, in_proj_weight,
                           in_proj_bias, q_proj_weight, k_proj_weight, v_proj_weight,
                           out_proj_weight, out_proj_bias, dropout_p: float, key_padding_mask,
@@ -433,6 +441,15 @@ def _multi_head_attention(op: str, query, key, value, num_heads: int, in_proj_we
     if in_proj_weight is not None and query is key and key is value:
         # self-attention: one product for q, k and v
         qkv = _linear(query, in_proj_weight, in_proj_bias)
+        if attn_mask is None and key_padding_mask is None and not need_weights and \
+                dropout_p == 0.0 and use_packed(qkv, num_heads, batch_first) and \
+                not _onnx_tracing():
+            # the heads read and written where the projections lie: no split or merge copies
+            out = self_attention_packed(qkv, num_heads, batch_first, bool(is_causal))
+            out = _linear(out, out_proj_weight, out_proj_bias)
+            if unbatched:
+                out = out[0] if batch_first else out[:, 0]
+            return out, None
         q, k, v = _split_heads(qkv, lead_q, 3, num_heads, batch_first)
     elif in_proj_weight is not None and key is value:
         (q,) = _split_heads(_linear(query, in_proj_weight[:e], bias_part(0, 1)), lead_q, 1,

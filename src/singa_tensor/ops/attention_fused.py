@@ -25,11 +25,13 @@ from .. import autograd as _ag
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._registry import OpSpec, apply, check_same_device, contiguous, kernel, ptr, register
+from ._registry import int64s as _int64s
 from .elementwise import mul, sub, where
-from .layout import cast, transpose
+from .layout import cast, permute, reshape, transpose
 from .linalg import matmul
 from .reduce import sum as _sum
 from .reduce_ext import softmax
+from .shape import stack, unbind
 
 __all__: list[str] = []
 
@@ -233,3 +235,175 @@ def scaled_dot_product_attention_fused(query: Tensor, key: Tensor, value: Tensor
 
 
 ScaledDotProductAttentionFused.fn = staticmethod(scaled_dot_product_attention_fused)
+
+
+# ---- self-attention on one projected tensor ------------------------------------------------------
+
+
+def _packed_geometry(qkv: Tensor, heads: int, batch_first: bool) -> tuple:
+    """(N, L, E, D) of a projected (N, L, 3E) (batch_first) or (L, N, 3E) tensor."""
+    a, b, e3 = qkv.shape
+    n, l = (a, b) if batch_first else (b, a)
+    e = e3 // 3
+    return n, l, e, e // heads
+
+
+def _packed_lay(n: int, l: int, heads: int, d: int, width: int, batch_first: bool) -> tuple:
+    """The kernels' (heads, outer, head, row) strides of one part of a contiguous (N, L, width)
+    or (L, N, width) tensor whose features hold heads of d side by side."""
+    if batch_first:
+        return (heads, l * width, d, width)
+    return (heads, width, d, n * width)
+
+
+def _packed_parts(qkv: Tensor, heads: int, batch_first: bool) -> tuple:
+    """q, k, v of a projected tensor as (N, H, L, D) views, differentiable."""
+    n, l, e, d = _packed_geometry(qkv, heads, batch_first)
+    x = reshape(qkv, *qkv.shape[:2], 3, heads, d)
+    return unbind(permute(x, (2, 0, 3, 1, 4) if batch_first else (2, 1, 3, 0, 4)), 0)
+
+
+def _packed_merge(out: Tensor, batch_first: bool) -> Tensor:
+    """(N, H, L, D) -> (N, L, H * D) or (L, N, H * D)."""
+    n, h, l, d = out.shape
+    if batch_first:
+        return reshape(permute(out, (0, 2, 1, 3)), n, l, h * d)
+    return reshape(permute(out, (2, 0, 1, 3)), l, n, h * d)
+
+
+@register
+class PackedSelfAttention(OpSpec):
+    """Multi-head self-attention on the in-projection's output: qkv (N, L, 3E) (batch_first)
+    or (L, N, 3E) holds q, k and v side by side, each E = heads * D split into heads; the
+    result is (N, L, E) or (L, N, E), heads side by side, ready for the out-projection. The
+    kernels read the heads where they lie and write the output and (backward) the gradient of
+    qkv in place, so none of the split, transpose, merge and stack copies are made."""
+
+    name = "_packed_self_attention"
+    onnx = None
+
+    @staticmethod
+    def forward(ctx, qkv, heads, batch_first=True, is_causal=False, scale=1.0):
+        n, l, e, d = _packed_geometry(qkv, heads, batch_first)
+        x = contiguous(qkv)
+        out = _empty(x, x.shape[:2] + (e,))
+        lse = _stats(x, (n * heads, l))
+        wide, narrow = (_packed_lay(n, l, heads, d, w, batch_first) for w in (3 * e, e))
+        if n and l:
+            base = ptr(x)
+            kernel(x, "attention_strided")(
+                base, base + e, base + 2 * e, ptr(out), ptr(lse),
+                _int64s(x, wide * 3 + narrow), n * heads, l, l, d, d, scale, int(is_causal))
+        ctx.save_for_backward(qkv, out)
+        ctx.lse, ctx.lays = lse, (wide, narrow)
+        ctx.heads, ctx.batch_first, ctx.is_causal, ctx.scale = heads, batch_first, is_causal, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        qkv, out = ctx.saved_tensors
+        heads, batch_first = ctx.heads, ctx.batch_first
+        if _ag._mode.enabled:  # create_graph: the composition's gradient, differentiable again
+            q, k, v = _packed_parts(qkv, heads, batch_first)
+            g = _packed_parts_out(dout, heads, batch_first)
+            grads = _grad_composed(q, k, v, g, ctx.is_causal, ctx.scale)
+            x = stack(grads, 0)  # (3, N, H, L, D)
+            x = permute(x, (1, 3, 0, 2, 4) if batch_first else (3, 1, 0, 2, 4))
+            return reshape(x, *qkv.shape), None, None, None, None
+        n, l, e, d = _packed_geometry(qkv, heads, batch_first)
+        x, g = contiguous(qkv), contiguous(dout)
+        dqkv = _empty(x, x.shape)
+        delta = _stats(x, (n * heads, l))
+        wide, narrow = ctx.lays
+        if n and l:
+            base, dbase = ptr(x), ptr(dqkv)
+            kernel(x, "attention_backward_strided")(
+                base, base + e, base + 2 * e, ptr(contiguous(out)), ptr(g), ptr(ctx.lse),
+                ptr(delta), dbase, dbase + e, dbase + 2 * e,
+                _int64s(x, wide * 3 + narrow * 2 + wide * 3), n * heads, l, l, d, d, ctx.scale,
+                int(ctx.is_causal))
+        return dqkv, None, None, None, None
+
+    @staticmethod
+    def reference(qkv, heads, batch_first=True, is_causal=False, scale=None):
+        x = qkv if batch_first else np.swapaxes(qkv, 0, 1)
+        n, l, e3 = x.shape
+        e = e3 // 3
+        d = e // heads
+        parts = np.moveaxis(x.reshape(n, l, 3, heads, d), (2, 3), (0, 1))  # (3, H, N, L, D)
+        q, k, v = (np.swapaxes(p, 0, 1) for p in parts)  # (N, H, L, D)
+        out = ScaledDotProductAttentionFused.reference(q, k, v, is_causal, scale)
+        out = np.swapaxes(out, 1, 2).reshape(n, l, e)
+        return out if batch_first else np.swapaxes(out, 0, 1)
+
+    @staticmethod
+    def samples():
+        r = np.random.default_rng(47)
+        n = r.standard_normal
+        return [
+            ((n((2, 5, 12)), 2), {}),
+            ((n((5, 2, 24)), 4), {"batch_first": False, "is_causal": True, "scale": 0.3}),
+            ((n((1, 70, 6)), 1), {"is_causal": True, "scale": 0.8}),
+        ]
+
+
+def _packed_parts_out(out: Tensor, heads: int, batch_first: bool) -> Tensor:
+    """(N, L, E) or (L, N, E) -> (N, H, L, D)."""
+    a, b, e = out.shape
+    x = reshape(out, a, b, heads, e // heads)
+    return permute(x, (0, 2, 1, 3) if batch_first else (1, 2, 0, 3))
+
+
+def use_packed(qkv: Tensor, heads: int, batch_first: bool) -> bool:
+    """Whether multi-head self-attention on this projection runs self_attention_packed's
+    strided kernels: a backend that has them (the CPU's), float32 or float64, heads within the
+    kernels' size limit and scores as large as use_fused asks of the CPU."""
+    if qkv.dtype.name not in _FLOATS or qkv.ndim != 3 or qkv.shape[-1] % (3 * heads):
+        return False
+    d = qkv.shape[-1] // (3 * heads)
+    seq = qkv.shape[1] if batch_first else qkv.shape[0]
+    return (0 < d <= MAX_HEAD_DIM and seq * seq >= CPU_MIN_SCORES and
+            qkv._device.type == "cpu" and
+            qkv._be.kernel(f"st_attention_strided_{qkv.dtype.suffix}") is not None)
+
+
+def self_attention_packed(qkv: Tensor, heads: int, batch_first: bool = True,
+                          is_causal: bool = False, scale: float | None = None) -> Tensor:
+    """softmax(q k^T * scale) v per head, for q, k and v side by side in one projected tensor
+    qkv of shape (N, L, 3E) (batch_first) or (L, N, 3E); returns (N, L, E) or (L, N, E) with
+    the heads side by side, as nn.MultiheadAttention's out-projection takes it. scale defaults
+    to 1/sqrt(E / heads). Backends without the strided kernels, and other dtypes, run the
+    split heads through scaled_dot_product_attention_fused instead, with the same result.
+
+    Example:
+        >>> import singa_tensor as st
+        >>> from singa_tensor.ops.attention_fused import self_attention_packed
+        >>> qkv = st.randn(2, 5, 3 * 8)                      # (N, L, 3E), 2 heads of 4
+        >>> self_attention_packed(qkv, 2, is_causal=True).shape
+        (2, 5, 8)
+    """
+    op = "self_attention_packed"
+    if qkv.__class__ is not Tensor:
+        raise TypeError(f"{op}: qkv must be a Tensor, got {type(qkv).__name__}")
+    if isinstance(heads, bool) or not isinstance(heads, int) or heads <= 0:
+        raise ValueError(f"{op}: heads must be a positive int, got {heads!r}")
+    if qkv.ndim != 3 or qkv.shape[-1] % (3 * heads):
+        raise ValueError(f"{op}: qkv must be 3-D with a last dimension of 3 * heads * head_dim "
+                         f"(heads={heads}), got shape {qkv.shape}")
+    if not qkv.dtype.is_floating_point:
+        raise TypeError(f"{op}: qkv must be a floating point tensor, got {qkv.dtype.name}")
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"{op}: is_causal must be a bool, got {type(is_causal).__name__}")
+    d = qkv.shape[-1] // (3 * heads)
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+        raise TypeError(f"{op}: scale must be a float or None, got {type(scale).__name__}")
+    if qkv.dtype.name in _FLOATS and 0 < d <= MAX_HEAD_DIM and \
+            qkv._be.kernel(f"st_attention_strided_{qkv.dtype.suffix}") is not None:
+        return apply(PackedSelfAttention, qkv, heads, batch_first=bool(batch_first),
+                     is_causal=is_causal, scale=_resolve_scale(scale, d))
+    q, k, v = _packed_parts(qkv, heads, bool(batch_first))
+    out = scaled_dot_product_attention_fused(q, k, v, is_causal, scale)
+    return _packed_merge(out, bool(batch_first))
+
+
+PackedSelfAttention.fn = staticmethod(self_attention_packed)
