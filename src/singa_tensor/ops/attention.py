@@ -19,8 +19,12 @@ from .. import _execution, creation
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._registry import OpSpec, broadcast_shapes, check_same_device, register, traced
-from .attention_fused import (scaled_dot_product_attention_fused, self_attention_packed,
-                              use_fused, use_packed)
+from .attention_fused import (
+    scaled_dot_product_attention_fused,
+    self_attention_packed,
+    use_fused,
+    use_packed,
+)
 from .dense import _fusable, _linear_fused, linear
 from .elementwise import add, mul, where
 from .layout import cast, make_contiguous, permute, reshape, transpose
