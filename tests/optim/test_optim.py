@@ -214,10 +214,14 @@ def test_hand_computed_steps():
 def test_defaults_follow_pytorch():
     p = [st.zeros(1, requires_grad=True)]
     assert optim.SGD(p).defaults == dict(lr=1e-3, momentum=0.0, dampening=0.0,
-                                         weight_decay=0.0, nesterov=False, maximize=False)
+                                         weight_decay=0.0, nesterov=False, maximize=False,
+                                         foreach=None, differentiable=False, fused=None)
     assert optim.Adam(p).defaults == dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
-                                          weight_decay=0.0, amsgrad=False, maximize=False)
-    assert optim.AdamW(p).defaults["weight_decay"] == 1e-2
+                                          weight_decay=0.0, amsgrad=False, maximize=False,
+                                          foreach=None, capturable=False, differentiable=False,
+                                          fused=None, decoupled_weight_decay=False)
+    d = optim.AdamW(p).defaults
+    assert (d["weight_decay"], d["decoupled_weight_decay"]) == (1e-2, True)
     d = optim.RMSprop(p).defaults
     assert (d["lr"], d["alpha"], d["eps"], d["momentum"], d["centered"]) == (
         1e-2, 0.99, 1e-8, 0.0, False)
@@ -518,3 +522,107 @@ def test_clip_grad_value_():
     with pytest.raises(ValueError, match="clip_grad_value_: clip_value must be a non-negative "
                                          "number, got -1.0"):
         clip_grad_value_(params, -1)
+
+
+# ---- one kernel call per parameter list (foreach) ----------------------------------------------
+
+
+def _list_run(opt_cls, kwargs, foreach, steps=4):
+    """Params of several sizes (one split across threads mid-tensor, a float64 one and a
+    transposed view among float32 ones), updated `steps` times; their values and states."""
+    rng = np.random.default_rng(21)
+    vals = [rng.standard_normal(s) for s in [(7,), (300, 257), (3, 5), (40,), ()]]
+    params = [st.tensor(v, dtype=st.float32, requires_grad=True) for v in vals]
+    params.append(st.tensor(rng.standard_normal((6, 4)), dtype=st.float64, requires_grad=True))
+    leaf = st.tensor(rng.standard_normal((4, 9)), dtype=st.float32, requires_grad=True)
+    opt = opt_cls(params + [leaf], foreach=foreach, **kwargs)
+    for k in range(steps):
+        for p in params + [leaf]:
+            p.grad = st.tensor(_grad_of(to_numpy(p.detach()).astype(np.float64), k),
+                               dtype=p.dtype)
+        leaf.grad = leaf.grad.t().contiguous().t()  # a non-contiguous gradient
+        opt.step()
+    states = [{k: to_numpy(v) for k, v in opt.state[p].items() if isinstance(v, st.Tensor)}
+              for p in params + [leaf]]
+    return [to_numpy(p.detach()) for p in params + [leaf]], states
+
+
+@pytest.mark.parametrize("opt_cls, kwargs", [
+    (optim.SGD, dict(lr=0.05)),
+    (optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    (optim.SGD, dict(lr=0.05, momentum=0.8, dampening=0.3, maximize=True)),
+    (optim.Adam, dict(lr=0.01, weight_decay=0.02)),
+    (optim.Adam, dict(lr=0.01, amsgrad=True, maximize=True)),
+    (optim.AdamW, dict(lr=0.01, weight_decay=0.1)),
+])
+def test_list_updates_equal_per_parameter_updates(opt_cls, kwargs):
+    # the list kernels apply the per-parameter rule to each element: the same bits
+    got, got_states = _list_run(opt_cls, kwargs, None)
+    want, want_states = _list_run(opt_cls, kwargs, False)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    for gs, ws in zip(got_states, want_states):
+        assert gs.keys() == ws.keys()
+        for k in gs:
+            np.testing.assert_array_equal(gs[k], ws[k])
+
+
+def test_list_updates_make_one_call_per_dtype(monkeypatch):
+    from singa_tensor.ops import fused_updates
+
+    calls = []
+    real = fused_updates.sgd_multi_step_
+    monkeypatch.setattr(fused_updates, "sgd_multi_step_",
+                        lambda ps, *a, **k: (calls.append(len(ps)), real(ps, *a, **k)))
+    single = []
+    real_single = fused_updates.sgd_step_
+    monkeypatch.setattr(fused_updates, "sgd_step_",
+                        lambda p, *a, **k: (single.append(p.shape), real_single(p, *a, **k))[1])
+    _list_run(optim.SGD, dict(lr=0.1, momentum=0.9), None, steps=2)
+    # per step: the five float32 parameters in one call, the float64 one in another; the
+    # parameter with a non-contiguous gradient alone
+    assert sorted(calls) == [1, 1, 5, 5] and single == [(4, 9), (4, 9)]
+    calls.clear()
+    single.clear()
+    _list_run(optim.SGD, dict(lr=0.1, momentum=0.9), False, steps=1)
+    assert calls == [] and len(single) == 7
+
+
+def test_list_updates_version_counters():
+    # a backward that saved a parameter must see that the list update changed it
+    w = st.tensor([1.0, 2.0], requires_grad=True)
+    opt = optim.SGD([w], lr=0.1, momentum=0.9)
+    (w * w).sum().backward()
+    pending = (w * w).sum()
+    before = w._storage.version
+    opt.step()
+    assert w._storage.version == before + 1
+    buf = opt.state[w]["momentum_buffer"]
+    v = buf._storage.version
+    w.grad = st.tensor([1.0, 1.0])
+    opt.step()
+    assert buf._storage.version == v + 1
+    with pytest.raises(RuntimeError):
+        pending.backward()
+
+
+def test_decoupled_weight_decay_makes_adam_adamw():
+    values = _init_values(3)
+    a, _, _ = _run(optim.Adam, values, dict(lr=0.05, weight_decay=0.3,
+                                            decoupled_weight_decay=True))
+    b, _, _ = _run(optim.AdamW, values, dict(lr=0.05, weight_decay=0.3))
+    for x, y in zip(a[-1], b[-1]):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("opt_cls", [optim.SGD, optim.Adam, optim.AdamW])
+def test_implementation_switches(opt_cls):
+    p = [st.zeros(2, requires_grad=True)]
+    for kw in (dict(foreach=True), dict(foreach=False), dict(fused=True), dict(fused=None)):
+        opt_cls(p, lr=0.1, **kw)
+    with pytest.raises(TypeError, match=f"{opt_cls.__name__}: foreach must be None or a bool"):
+        opt_cls(p, lr=0.1, foreach="yes")
+    with pytest.raises(TypeError, match=f"{opt_cls.__name__}: fused must be None or a bool"):
+        opt_cls(p, lr=0.1, fused=1)
+    with pytest.raises(NotImplementedError, match="differentiable=True"):
+        opt_cls(p, lr=0.1, differentiable=True)

@@ -304,6 +304,23 @@ void st_randperm_i64(int64_t* y, int64_t n, uint64_t seed, uint64_t offset ST_S)
   void st_adagrad_step_##sfx(T* p, const T* g, T* sum, int64_t n, double clr, double eps,      \
                              double weight_decay, int32_t maximize ST_S);
 ST_FLOAT_TYPES(ST_DECL_OPTIM, _)
+#ifndef ST_CUDA_ABI
+/* The same SGD and Adam updates over a list of `count` tensors (CPU): p[i], g[i] and the
+ * state tables hold each tensor's pointer, n[i] its elements; buf (SGD without momentum) and
+ * vmax (Adam without amsgrad) may be NULL tables. One call serves a whole parameter list, its
+ * elements split evenly over the threads. */
+#define ST_DECL_OPTIM_MULTI(sfx, T, _)                                                         \
+  void st_sgd_step_multi_##sfx(T* const* p, const T* const* g, T* const* buf, const int64_t* n, \
+                               int64_t count, double lr, double momentum, double dampening,    \
+                               double weight_decay, int32_t nesterov, int32_t maximize,        \
+                               int32_t first);                                                 \
+  void st_adam_step_multi_##sfx(T* const* p, const T* const* g, T* const* m, T* const* v,      \
+                                T* const* vmax, const int64_t* n, int64_t count, double lr,    \
+                                double beta1, double beta2, double eps, double weight_decay,   \
+                                int32_t decoupled, int32_t maximize, double bias1,             \
+                                double bias2);
+ST_FLOAT_TYPES(ST_DECL_OPTIM_MULTI, _)
+#endif
 ST_HALF_TYPES(ST_DECL_OPTIM, _)
 
 /* Batch normalization of x viewed as [outer, c, inner] (channel axis in the middle), contiguous.

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+from .. import _execution
 from ..tensor import Tensor
 from ._registry import check_same_device, contiguous, copy_into, kernel, ptr
 
@@ -78,6 +79,67 @@ def sgd_step_(p: Tensor, g: Tensor, buf: Tensor | None, *, lr: float, momentum: 
                           weight_decay, int(nesterov), int(maximize), int(first))
     _finish(writes, work)
     return True
+
+
+def multi_ready(p: Tensor, g: Tensor, *states) -> bool:
+    """Whether p, its gradient and its state can join one multi-tensor update call: a backend
+    with the list kernels (the CPU's), float32 or float64, everything contiguous, one dtype and
+    shape; and no graph capture or trace running, which records kernels one tensor at a time.
+    Otherwise the per-parameter functions above serve p."""
+    if _execution.running_count or p._device.type != "cpu" or p.dtype.name not in _FLOATS:
+        return False
+    for t in (g, *states):
+        if t is not None and (t.dtype is not p.dtype or t._shape != p._shape or not t._contig
+                              or t._device != p._device):
+            return False
+    return p._contig and p._be.kernel(f"st_sgd_step_multi_{p.dtype.suffix}") is not None
+
+
+def _table(ref: Tensor, tensors: list):
+    """A C array of the tensors' data pointers, or NULL when the list holds only None."""
+    ffi = ref._be.ffi
+    if all(t is None for t in tensors):
+        return ffi.NULL
+    return ffi.new(f"{ffi.getctype(ffi.typeof(ptr(ref)).item)} *[]", [ptr(t) for t in tensors])
+
+
+def _bump(*lists) -> None:
+    for ts in lists:
+        for t in ts:
+            if t is not None:
+                t._storage.version += 1
+
+
+def sgd_multi_step_(params: list, grads: list, bufs: list, *, lr: float, momentum: float = 0.0,
+                    dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+                    maximize: bool = False, first: bool = False) -> None:
+    """sgd_step_ over a list of parameters in one kernel call; every (param, grad, buf) must
+    pass multi_ready, all of one dtype. bufs: the momentum buffers (all None without
+    momentum)."""
+    if not params:
+        return
+    p0 = params[0]
+    kernel(p0, "sgd_step_multi")(
+        _table(p0, params), _table(p0, grads), _table(p0, bufs),
+        p0._be.int64_array([p.numel() for p in params]), len(params), lr, momentum, dampening,
+        weight_decay, int(nesterov), int(maximize), int(first))
+    _bump(params, bufs)
+
+
+def adam_multi_step_(params: list, grads: list, exp_avgs: list, exp_avg_sqs: list,
+                     max_exp_avg_sqs: list, *, lr: float, beta1: float, beta2: float, eps: float,
+                     weight_decay: float, decoupled: bool, maximize: bool, step: int) -> None:
+    """adam_step_ over a list of parameters that share the step count, in one kernel call;
+    every parameter and its state must pass multi_ready, all of one dtype."""
+    if not params:
+        return
+    p0 = params[0]
+    kernel(p0, "adam_step_multi")(
+        _table(p0, params), _table(p0, grads), _table(p0, exp_avgs), _table(p0, exp_avg_sqs),
+        _table(p0, max_exp_avg_sqs), p0._be.int64_array([p.numel() for p in params]),
+        len(params), lr, beta1, beta2, eps, weight_decay, int(decoupled), int(maximize),
+        1 - beta1 ** step, 1 - beta2 ** step)
+    _bump(params, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)
 
 
 def adam_step_(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor,

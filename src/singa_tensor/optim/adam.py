@@ -19,6 +19,11 @@ class Adam(Optimizer):
         v_max = max(v_max, v)                              (amsgrad; v_max replaces v below)
         p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
+    The CPU updates every float32 (float64) parameter of a group in one kernel call;
+    `foreach=False` asks for one call per parameter instead (the same numbers). `fused` and
+    `capturable` are accepted for PyTorch's signature; `differentiable=True` is not supported.
+    `decoupled_weight_decay=True` makes it AdamW.
+
     Example:
         >>> import singa_tensor as st
         >>> from singa_tensor import optim
@@ -35,9 +40,13 @@ class Adam(Optimizer):
     def __init__(self, params: Iterable, lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, amsgrad: bool = False, *,
-                 maximize: bool = False) -> None:
+                 maximize: bool = False, foreach: bool | None = None,
+                 capturable: bool = False, differentiable: bool = False,
+                 fused: bool | None = None, decoupled_weight_decay: bool = False) -> None:
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                        amsgrad=amsgrad, maximize=maximize)
+                        amsgrad=amsgrad, maximize=maximize, foreach=foreach,
+                        capturable=capturable, differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay or self._decoupled)
         super().__init__(params, defaults)
 
     def _check_group(self, group: dict) -> None:
@@ -51,10 +60,16 @@ class Adam(Optimizer):
         for i, b in enumerate(betas):
             if not 0.0 <= b < 1.0:
                 raise ValueError(f"{name}: invalid beta parameter at index {i}: {b}")
+        self._check_implementation(group)
 
     def _step_group(self, group: dict) -> None:
         lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
         beta1, beta2 = group["betas"]
+        decoupled = bool(group.get("decoupled_weight_decay", self._decoupled))
+        hyper = dict(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd,
+                     decoupled=decoupled, maximize=group["maximize"])
+        lists: dict = {}  # (dtype, step) -> lists of params, grads and states for one call
+        multi = group.get("foreach") is not False
         for p, g in self._grads(group):
             state = self.state[p]
             if not state:
@@ -67,16 +82,20 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = creation.zeros_like(p)  # amsgrad switched on later
             state["step"] += 1
             t = state["step"]
-            if fused_updates.adam_step_(
-                    p, g, state["exp_avg"], state["exp_avg_sq"],
-                    state["max_exp_avg_sq"] if group["amsgrad"] else None, lr=lr, beta1=beta1,
-                    beta2=beta2, eps=eps, weight_decay=wd, decoupled=self._decoupled,
-                    maximize=group["maximize"], step=t):
+            vmax = state["max_exp_avg_sq"] if group["amsgrad"] else None
+            if multi and fused_updates.multi_ready(p, g, state["exp_avg"], state["exp_avg_sq"],
+                                                   vmax):
+                for lst, t_ in zip(lists.setdefault((p.dtype, t), ([], [], [], [], [])),
+                                   (p, g, state["exp_avg"], state["exp_avg_sq"], vmax)):
+                    lst.append(t_)
+                continue
+            if fused_updates.adam_step_(p, g, state["exp_avg"], state["exp_avg_sq"], vmax,
+                                        step=t, **hyper):
                 continue
             # composed path, for dtypes without a fused kernel
             if group["maximize"]:
                 g = -g
-            if self._decoupled:
+            if decoupled:
                 if wd != 0:
                     p.mul_(1 - lr * wd)
             else:
@@ -92,6 +111,8 @@ class Adam(Optimizer):
                 second = exp_avg_sq
             denom = (second.sqrt() / bias_correction2_sqrt).add_(eps)
             add_scaled_(p, exp_avg / denom, -step_size)
+        for (_, t), lsts in lists.items():
+            fused_updates.adam_multi_step_(*lsts, step=t, **hyper)
 
 
 class AdamW(Adam):
@@ -113,6 +134,9 @@ class AdamW(Adam):
     def __init__(self, params: Iterable, lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, amsgrad: bool = False, *,
-                 maximize: bool = False) -> None:
+                 maximize: bool = False, foreach: bool | None = None,
+                 capturable: bool = False, differentiable: bool = False,
+                 fused: bool | None = None) -> None:
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                         amsgrad=amsgrad, maximize=maximize)
+                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
+                         capturable=capturable, differentiable=differentiable, fused=fused)

@@ -224,6 +224,18 @@ class Optimizer:
         if not ok:
             raise ValueError(f"{type(self).__name__}: invalid {what}: {value}")
 
+    def _check_implementation(self, group: dict) -> None:
+        """PyTorch's implementation switches: foreach and fused (None or a bool) choose among
+        kernels that give the same numbers here; differentiable steps are not supported."""
+        name = type(self).__name__
+        for key in ("foreach", "fused", "capturable"):
+            v = group.get(key)
+            if v is not None and not isinstance(v, bool):
+                raise TypeError(f"{name}: {key} must be None or a bool, got {v!r}")
+        if group.get("differentiable"):
+            raise NotImplementedError(f"{name}: differentiable=True (autograd through the "
+                                      f"optimizer step) is not supported")
+
     def _check_number(self, group: dict, key: str, what: str, low: float = 0.0) -> None:
         v = group[key]
         if isinstance(v, bool) or not isinstance(v, (int, float)):

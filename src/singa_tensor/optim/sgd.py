@@ -17,6 +17,11 @@ class SGD(Optimizer):
         g = g + momentum * b   if nesterov   else   b
         p = p - lr * g
 
+    The CPU updates every float32 (float64) parameter of a group in one kernel call;
+    `foreach=False` asks for one call per parameter instead (the same numbers). `fused` is
+    accepted for PyTorch's signature: the updates are always fused kernels.
+    `differentiable=True` is not supported.
+
     Example:
         >>> import singa_tensor as st
         >>> from singa_tensor import optim
@@ -31,9 +36,11 @@ class SGD(Optimizer):
 
     def __init__(self, params: Iterable, lr: float = 1e-3, momentum: float = 0.0,
                  dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False, *,
-                 maximize: bool = False) -> None:
+                 maximize: bool = False, foreach: bool | None = None,
+                 differentiable: bool = False, fused: bool | None = None) -> None:
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
-                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)
+                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
+                        foreach=foreach, differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
 
     def _check_group(self, group: dict) -> None:
@@ -45,19 +52,28 @@ class SGD(Optimizer):
             raise ValueError(f"{type(self).__name__}: Nesterov momentum requires a momentum "
                              f"and zero dampening (got momentum={group['momentum']}, "
                              f"dampening={group['dampening']})")
+        self._check_implementation(group)
 
     def _step_group(self, group: dict) -> None:
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+        hyper = dict(lr=lr, momentum=momentum, dampening=dampening,
+                     weight_decay=group["weight_decay"], nesterov=group["nesterov"],
+                     maximize=group["maximize"])
+        lists: dict = {}  # (dtype, first) -> ([params], [grads], [buffers]) for one call each
+        multi = group.get("foreach") is not False
         for p, g in self._grads(group):
             state = self.state[p] if momentum != 0 else None
             buf = state.get("momentum_buffer") if state is not None else None
             first = state is not None and buf is None
             if first:
                 buf = state["momentum_buffer"] = creation.empty_like(p)
-            if fused_updates.sgd_step_(p, g, buf, lr=lr, momentum=momentum,
-                                       dampening=dampening, weight_decay=group["weight_decay"],
-                                       nesterov=group["nesterov"], maximize=group["maximize"],
-                                       first=first):
+            if multi and fused_updates.multi_ready(p, g, buf):
+                ps, gs, bs = lists.setdefault((p.dtype, first), ([], [], []))
+                ps.append(p)
+                gs.append(g)
+                bs.append(buf)
+                continue
+            if fused_updates.sgd_step_(p, g, buf, first=first, **hyper):
                 continue
             # composed path, for dtypes without a fused kernel
             g = with_weight_decay(-g if group["maximize"] else g, p, group["weight_decay"])
@@ -68,3 +84,5 @@ class SGD(Optimizer):
                     decay_(buf, momentum, g, 1 - dampening)
                 g = g + buf * momentum if group["nesterov"] else buf
             add_scaled_(p, g, -lr)
+        for (_, first), (ps, gs, bs) in lists.items():
+            fused_updates.sgd_multi_step_(ps, gs, bs, first=first, **hyper)
