@@ -60,6 +60,20 @@ inline void zero_rows(T* x, const Lay& lay, int64_t b, int64_t r0, int64_t n, in
   }
 }
 
+// dst (cols x rows, contiguous) = the transpose of rows x cols elements at src, rows `ld`
+// apart. The score products q k^T and dout v^T run as plain products on transposed key and
+// value blocks: OpenBLAS takes a transposed right operand of these small sizes at about a
+// third of its plain speed (9 us against 3 for 64 x 64 x 32 on an AVX-512 core), and the copy
+// costs 1/64th of the product. Forward and backward of 32 heads of 64 x 32 went from 1.28 to
+// 1.20 ms (two threads, alternating in one process).
+template <class T>
+inline void transpose_block(const T* src, int64_t ld, int64_t rows, int64_t cols, T* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = src + r * ld;
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = row[c];
+  }
+}
+
 // Runs body(task, scratch) for every task in [0, n), spread over threads with a dynamic
 // schedule (causal tasks differ in size); each thread gets its own scratch of `scratch` elements.
 template <class T, class F>
@@ -88,6 +102,7 @@ void forward_rows(const AttentionDims& d, const Lays& L, const T* q, const T* k,
   T* sc = work;  // kQueryBlock x kKeyBlock scores, then probabilities
   T* m = sc + kQueryBlock * kKeyBlock;
   T* l = m + kQueryBlock;
+  T* kt = l + kQueryBlock;  // the key block transposed, e x kKeyBlock
   const T* qb = q + L.q.at(b, i0);
   T* ob = out + L.o.at(b, i0);
   const int64_t ldo = L.o.row;
@@ -99,7 +114,8 @@ void forward_rows(const AttentionDims& d, const Lays& L, const T* q, const T* k,
   const int64_t kend = key_end(d, i0, nq);
   for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) {
     const int64_t nk = std::min(kKeyBlock, kend - j0);
-    blas::gemm(0, 1, nq, nk, d.e, scale, qb, L.q.row, k + L.k.at(b, j0), L.k.row, T(0), sc, nk);
+    transpose_block(k + L.k.at(b, j0), L.k.row, nk, d.e, kt);
+    blas::gemm(0, 0, nq, nk, d.e, scale, qb, L.q.row, kt, nk, T(0), sc, nk);
     for (int64_t r = 0; r < nq; ++r) {
       T* row = sc + r * nk;
       const int64_t lim = allowed_keys(d, i0 + r, j0, nk);
@@ -146,7 +162,7 @@ template <class T>
 void attention(const T* q, const T* k, const T* v, T* out, T* lse, const AttentionDims& d,
                const Lays& L, T scale) {
   const int64_t qblocks = (d.l + kQueryBlock - 1) / kQueryBlock;
-  const int64_t scratch = kQueryBlock * kKeyBlock + 2 * kQueryBlock;
+  const int64_t scratch = kQueryBlock * kKeyBlock + 2 * kQueryBlock + d.e * kKeyBlock;
   for_tasks<T>(d.batch * qblocks, kQueryBlock * d.s * (d.e + d.ev), scratch,
                [&](int64_t t, T* work) {
                  const int64_t b = t / qblocks, i0 = (t % qblocks) * kQueryBlock;
@@ -172,12 +188,16 @@ void backward_pair(const AttentionDims& d, const Lays& L, const T* q, const T* k
   const T ninf = -std::numeric_limits<T>::infinity();
   T* p = work;
   T* ds = work + kQueryBlock * kKeyBlock;
+  T* kt = ds + kQueryBlock * kKeyBlock;  // the key and value blocks transposed
+  T* vt = kt + d.e * kKeyBlock;
   const T* qb = q + L.q.at(b, i0);
   const T* dob = dout + L.dout.at(b, i0);
   const T* kb = k + L.k.at(b, j0);
   const T* vb = v + L.v.at(b, j0);
-  blas::gemm(0, 1, nq, nk, d.e, scale, qb, L.q.row, kb, L.k.row, T(0), p, nk);
-  blas::gemm(0, 1, nq, nk, d.ev, T(1), dob, L.dout.row, vb, L.v.row, T(0), ds, nk);
+  transpose_block(kb, L.k.row, nk, d.e, kt);
+  transpose_block(vb, L.v.row, nk, d.ev, vt);
+  blas::gemm(0, 0, nq, nk, d.e, scale, qb, L.q.row, kt, nk, T(0), p, nk);
+  blas::gemm(0, 0, nq, nk, d.ev, T(1), dob, L.dout.row, vt, nk, T(0), ds, nk);
   for (int64_t r = 0; r < nq; ++r) {
     const int64_t i = b * d.l + i0 + r;
     T* prow = p + r * nk;
@@ -220,7 +240,7 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
   });
   const int64_t qblocks = (d.l + kQueryBlock - 1) / kQueryBlock;
   const int64_t kblocks = (d.s + kKeyBlock - 1) / kKeyBlock;
-  const int64_t scratch = 2 * kQueryBlock * kKeyBlock;
+  const int64_t scratch = 2 * kQueryBlock * kKeyBlock + (d.e + d.ev) * kKeyBlock;
   const int64_t pair_cost = kQueryBlock * kKeyBlock * (d.e + d.ev);
   auto pair = [&](int64_t b, int64_t i0, int64_t j0, bool want_dq, bool want_dkdv, T* work) {
     backward_pair(d, L, q, k, v, dout, lse, delta, dq, dk, dv, scale, b, i0,
