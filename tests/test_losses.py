@@ -85,9 +85,48 @@ def test_cross_entropy_hand_value():
     assert abs(got.item() - np.log(4)) < 1e-6
 
 
+@pytest.fixture(params=["avx512", "avx2"])
+def simd_build(request):
+    """The float32 kernels' AVX-512 build (skipped on a CPU without it) or their AVX2 one."""
+    from singa_tensor.backend import cpu
+
+    if st.device("cpu") != as_tensor(np.zeros(1)).device:
+        pytest.skip("the two builds are the CPU library's")
+    before = cpu.lib.st_cpu_avx512(-1)
+    want = request.param == "avx512"
+    if cpu.lib.st_cpu_avx512(int(want)) != int(want):
+        cpu.lib.st_cpu_avx512(before)
+        pytest.skip("this CPU has no AVX-512: only the AVX2 build runs")
+    yield request.param
+    cpu.lib.st_cpu_avx512(before)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_float32_in_both_vector_widths(simd_build, smoothing, weighted):
+    # 1000 classes (no multiple of either width) and an ignored row, forward and backward
+    # against the float64 kernel, which both widths must match to float32 rounding
+    r = np.random.default_rng(5)
+    x = r.standard_normal((37, 1000)) * 4
+    t = r.integers(0, 1000, 37)
+    t[3] = -100
+    w = r.uniform(0.5, 2.0, 1000) if weighted else None
+    res = []
+    for dtype in (st.float32, st.float64):
+        xt = st.tensor(x, dtype=dtype, requires_grad=True)
+        wt = None if w is None else st.tensor(w, dtype=dtype)
+        loss = L.cross_entropy(xt, st.tensor(t), weight=wt, label_smoothing=smoothing,
+                               reduction="none")
+        (loss * st.tensor(np.linspace(0.5, 1.5, 37), dtype=dtype)).sum().backward()
+        res.append((to_numpy(loss.detach()), to_numpy(xt.grad)))
+    (l32, g32), (l64, g64) = res
+    np.testing.assert_allclose(l32, l64, rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(g32, g64, rtol=1e-5, atol=1e-8)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("classes", [3, 1000])
-def test_cross_entropy_non_finite_logits(dtype, classes):
+def test_cross_entropy_non_finite_logits(dtype, classes, simd_build):
     # as PyTorch's log_softmax: a row holding NaN or +inf gives NaN; -inf logits are ordinary
     # (probability 0). NaN and inf sit at positions off the vector lanes' boundaries.
     x = np.zeros((5, classes))

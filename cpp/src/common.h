@@ -18,6 +18,15 @@ namespace st {
 // support it and st_cpu_avx512 has not turned it off (elementwise.cc).
 bool avx512_enabled();
 
+// A function's AVX-512 build (taken where avx512_enabled()), beside the baseline one
+#define ST_AVX512 \
+  __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,prefer-vector-width=512")))
+// every call inside inlined, so that each loop vectorises whole: with two builds calling them,
+// the functors' helpers (exp, tanh) are no longer called once, and GCC stops inlining them
+#define ST_FLAT __attribute__((flatten))
+// a body shared by the two builds, inlined into each
+#define ST_INLINE inline __attribute__((always_inline))
+
 // below this many elements a kernel runs on one thread: forking costs more than it saves
 constexpr int64_t kGrain = 1 << 15;
 

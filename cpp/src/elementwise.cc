@@ -15,11 +15,7 @@ namespace {
 // widths give the same bits; the polynomial exp, tanh and log behind sigmoid, SiLU, GELU and
 // softmax-like ops run in about half the time (elementwise-only loops gain nothing: they wait
 // on memory).
-#define ST_AVX512 \
-  __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,prefer-vector-width=512")))
-// every call inside inlined, so that each loop vectorises whole: with two builds calling them,
-// the functors' helpers (exp, tanh) are no longer called once, and GCC stops inlining them
-#define ST_FLAT __attribute__((flatten))
+// (ST_AVX512 and ST_FLAT: common.h)
 
 bool cpu_has_avx512() {
   __builtin_cpu_init();
