@@ -3,13 +3,14 @@
     python bench/bench_simd.py              # 16 alternating rounds, best of 15 calls in each
     python bench/bench_simd.py --quick      # 4 rounds (a smoke check)
 
-The CPU library is compiled for AVX2 + FMA; the float32 unary kernels, their gradients and the
-recurrent layers' few-row step products also come compiled for AVX-512 and run where the CPU
-has it (docs/performance.md). `st_cpu_avx512` switches between the builds, so both are timed
-here on the same data, in alternating rounds: each row prints the median over rounds of each
-build's best call, and their ratio (below 1.00x: the AVX-512 build is faster). Before timing,
-each row's results are compared between the builds: bit for bit for the unary kernels, to
-float32 rounding for the LSTM. On a CPU without AVX-512 the script says so and stops.
+The CPU library is compiled for AVX2 + FMA; the float32 unary kernels, their gradients, the
+recurrent layers' few-row step products and softmax cross entropy also come compiled for
+AVX-512 and run where the CPU has it (docs/performance.md). `st_cpu_avx512` switches between
+the builds, so both are timed here on the same data, in alternating rounds: each row prints the
+median over rounds of each build's best call, and their ratio (below 1.00x: the AVX-512 build
+is faster). Before timing, each row's results are compared between the builds: bit for bit for
+the unary kernels, to float32 rounding for the LSTM and cross entropy. On a CPU without AVX-512
+the script says so and stops.
 """
 
 from __future__ import annotations
@@ -50,6 +51,18 @@ def rows(st):
         return xs.grad
 
     out.append(("LSTM 2x256, seq 32, batch 8, fwd+bwd", lstm_step, False))
+    logits = st.tensor(np.random.default_rng(3).standard_normal((512, 1000)).astype(np.float32),
+                       requires_grad=True)
+    target = st.tensor(np.random.default_rng(4).integers(0, 1000, 512))
+    ce = st.nn.functional.cross_entropy
+    out.append(("cross entropy forward 512x1000", lambda: ce(logits.detach(), target), False))
+
+    def ce_step():
+        logits.grad = None
+        ce(logits, target).backward()
+        return logits.grad
+
+    out.append(("cross entropy fwd+bwd 512x1000", ce_step, False))
     return out
 
 
