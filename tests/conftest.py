@@ -45,3 +45,20 @@ def pytest_collection_modifyitems(config, items):
         mark = pytest.mark.skip(reason=_skip_reason)
         for item in items:
             item.add_marker(mark)
+
+
+@pytest.fixture(params=["avx512", "avx2"])
+def simd_build(request):
+    """The CPU library's kernels that come in two builds (docs/performance.md), run in their
+    AVX-512 build (skipped on a CPU without it) or their AVX2 one; skipped off the CPU."""
+    from singa_tensor.backend import cpu
+
+    if helpers.DEVICE != "cpu":
+        pytest.skip("the two builds are the CPU library's")
+    before = cpu.lib.st_cpu_avx512(-1)
+    want = request.param == "avx512"
+    if cpu.lib.st_cpu_avx512(int(want)) != int(want):
+        cpu.lib.st_cpu_avx512(before)
+        pytest.skip("this CPU has no AVX-512: only the AVX2 build runs")
+    yield request.param
+    cpu.lib.st_cpu_avx512(before)

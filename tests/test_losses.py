@@ -85,22 +85,6 @@ def test_cross_entropy_hand_value():
     assert abs(got.item() - np.log(4)) < 1e-6
 
 
-@pytest.fixture(params=["avx512", "avx2"])
-def simd_build(request):
-    """The float32 kernels' AVX-512 build (skipped on a CPU without it) or their AVX2 one."""
-    from singa_tensor.backend import cpu
-
-    if st.device("cpu") != as_tensor(np.zeros(1)).device:
-        pytest.skip("the two builds are the CPU library's")
-    before = cpu.lib.st_cpu_avx512(-1)
-    want = request.param == "avx512"
-    if cpu.lib.st_cpu_avx512(int(want)) != int(want):
-        cpu.lib.st_cpu_avx512(before)
-        pytest.skip("this CPU has no AVX-512: only the AVX2 build runs")
-    yield request.param
-    cpu.lib.st_cpu_avx512(before)
-
-
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_cross_entropy_float32_in_both_vector_widths(simd_build, smoothing, weighted):

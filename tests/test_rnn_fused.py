@@ -17,7 +17,7 @@ import singa_tensor as st
 from singa_tensor import nn
 from singa_tensor.ops.rnn import RecurrentSequence, recurrent_sequence
 
-from .helpers import DEVICE, to_numpy
+from .helpers import to_numpy
 
 TOL = {"float32": 2e-5, "float64": 1e-11}
 DTYPES = {"float32": st.float32, "float64": st.float64}
@@ -119,22 +119,6 @@ def test_layer_equals_the_per_step_loop(mode, layers, bidirectional, batch_first
     for name, g, w in zip(names, got_grads, want_grads):
         assert g is not None and w is not None, name
         _close(g, w, dtype, f"d {name}")
-
-
-@pytest.fixture(params=["avx512", "avx2"])
-def simd_build(request):
-    """The few-row kernels' AVX-512 build (skipped on a CPU without it) or their AVX2 one."""
-    from singa_tensor.backend import cpu
-
-    if DEVICE != "cpu":
-        pytest.skip("the few-row kernels are the CPU library's")
-    before = cpu.lib.st_cpu_avx512(-1)
-    want = request.param == "avx512"
-    if cpu.lib.st_cpu_avx512(int(want)) != int(want):
-        cpu.lib.st_cpu_avx512(before)
-        pytest.skip("this CPU has no AVX-512: only the AVX2 build runs")
-    yield request.param
-    cpu.lib.st_cpu_avx512(before)
 
 
 @pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN_TANH"])
