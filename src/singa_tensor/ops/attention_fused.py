@@ -7,6 +7,12 @@ the backward is written with Tensor ops instead (the gradient of the composition
 differentiates twice. `scaled_dot_product_attention` dispatches here when no mask and no
 dropout are asked for (see `use_fused`).
 
+`self_attention_packed` runs the same kernels on the in-projection's output of multi-head
+self-attention as it lies, (N, L, 3E) or (L, N, 3E), through their strided variants: q, k and v
+are read in place, the heads' outputs are written side by side, and the backward writes the
+projection's gradient in one buffer. nn.MultiheadAttention takes it on the CPU when no mask,
+weights or dropout are asked for (see `use_packed`).
+
 Example:
     >>> import singa_tensor as st
     >>> from singa_tensor.ops.attention_fused import scaled_dot_product_attention_fused
