@@ -369,7 +369,6 @@ def use_packed(qkv: Tensor, heads: int, batch_first: bool) -> bool:
     d = qkv.shape[-1] // (3 * heads)
     seq = qkv.shape[1] if batch_first else qkv.shape[0]
     return (0 < d <= MAX_HEAD_DIM and seq * seq >= CPU_MIN_SCORES and
-            qkv._device.type == "cpu" and
             qkv._be.kernel(f"st_attention_strided_{qkv.dtype.suffix}") is not None)
 
 

@@ -86,7 +86,7 @@ def multi_ready(p: Tensor, g: Tensor, *states) -> bool:
     with the list kernels (the CPU's), float32 or float64, everything contiguous, one dtype and
     shape; and no graph capture or trace running, which records kernels one tensor at a time.
     Otherwise the per-parameter functions above serve p."""
-    if _execution.running_count or p._device.type != "cpu" or p.dtype.name not in _FLOATS:
+    if _execution.running_count or p.dtype.name not in _FLOATS:
         return False
     for t in (g, *states):
         if t is not None and (t.dtype is not p.dtype or t._shape != p._shape or not t._contig
