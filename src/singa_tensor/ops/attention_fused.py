@@ -364,11 +364,15 @@ def use_packed(qkv: Tensor, heads: int, batch_first: bool) -> bool:
     """Whether multi-head self-attention on this projection runs self_attention_packed's
     strided kernels: a backend that has them (the CPU's), float32 or float64, heads within the
     kernels' size limit and scores as large as use_fused asks of the CPU."""
-    if qkv.dtype.name not in _FLOATS or qkv.ndim != 3 or qkv.shape[-1] % (3 * heads):
+    if qkv.ndim != 3 or qkv.shape[-1] % (3 * heads):
         return False
-    d = qkv.shape[-1] // (3 * heads)
     seq = qkv.shape[1] if batch_first else qkv.shape[0]
-    return (0 < d <= MAX_HEAD_DIM and seq * seq >= CPU_MIN_SCORES and
+    return seq * seq >= CPU_MIN_SCORES and _strided_kernels(qkv, qkv.shape[-1] // (3 * heads))
+
+
+def _strided_kernels(qkv: Tensor, d: int) -> bool:
+    """Whether qkv's backend has strided kernels for its dtype and heads of d."""
+    return (qkv.dtype.name in _FLOATS and 0 < d <= MAX_HEAD_DIM and
             qkv._be.kernel(f"st_attention_strided_{qkv.dtype.suffix}") is not None)
 
 
@@ -402,8 +406,7 @@ def self_attention_packed(qkv: Tensor, heads: int, batch_first: bool = True,
     d = qkv.shape[-1] // (3 * heads)
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
         raise TypeError(f"{op}: scale must be a float or None, got {type(scale).__name__}")
-    if qkv.dtype.name in _FLOATS and 0 < d <= MAX_HEAD_DIM and \
-            qkv._be.kernel(f"st_attention_strided_{qkv.dtype.suffix}") is not None:
+    if _strided_kernels(qkv, d):
         return apply(PackedSelfAttention, qkv, heads, batch_first=bool(batch_first),
                      is_causal=is_causal, scale=_resolve_scale(scale, d))
     q, k, v = _packed_parts(qkv, heads, bool(batch_first))
