@@ -100,6 +100,21 @@ def test_gradients_match_the_composition(fused_calls, monkeypatch, dtype, lead, 
         assert_close(g, w, dtype)
 
 
+@pytest.mark.parametrize("lead,n,m,e,ev,kw", CASES)
+def test_float32_in_both_vector_widths(fused_calls, monkeypatch, simd_build, lead, n, m, e, ev,
+                                       kw):
+    """The block work (maximum, exponentials, 8 x 8 transposes of blocks whose sides are not
+    multiples of 8) in the AVX-512 and the AVX2 build, forward and gradients, against float64."""
+    arrays = qkv(lead, n, m, e, ev, np.float32)
+    grad = RNG.standard_normal(lead + (n, ev)).astype(np.float32)
+    got = sdpa_with_grads(arrays, grad, True, monkeypatch, **kw)
+    assert len(fused_calls) == 1
+    want = sdpa_with_grads([a.astype(np.float64) for a in arrays], grad.astype(np.float64), True,
+                           monkeypatch, **kw)
+    for g, w in zip(got, want):
+        assert_close(g, w, np.float32)
+
+
 def test_one_pass_and_two_pass_backward_agree(fused_calls, monkeypatch):
     """The CPU backward runs one pass per batch entry when there are at least as many entries
     as threads, else a query pass and a key pass: both give the composition's gradients."""

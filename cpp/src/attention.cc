@@ -12,6 +12,10 @@
 #include "common.h"
 #include "half.h"
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace st {
 namespace {
 
@@ -62,17 +66,56 @@ inline void zero_rows(T* x, const Lay& lay, int64_t b, int64_t r0, int64_t n, in
 
 // dst (cols x rows, contiguous) = the transpose of rows x cols elements at src, rows `ld`
 // apart. The score products q k^T and dout v^T run as plain products on transposed key and
-// value blocks: OpenBLAS takes a transposed right operand of these small sizes at about a
-// third of its plain speed (9 us against 3 for 64 x 64 x 32 on an AVX-512 core), and the copy
-// costs 1/64th of the product. Forward and backward of 32 heads of 64 x 32 went from 1.28 to
-// 1.20 ms (two threads, alternating in one process).
+// value blocks, and the backward's p^T dout and ds^T q on transposed p and ds: OpenBLAS takes a
+// transposed operand of these small sizes at about a third of its plain speed (9 us against 3
+// for 64 x 64 x 32 on an AVX-512 core). Forward and backward of 32 heads of 64 x 32 went from
+// 1.28 to 1.20 ms (two threads, alternating in one process) with the key and value blocks
+// transposed; see transpose_block<float> for the cost of the copies.
 template <class T>
-inline void transpose_block(const T* src, int64_t ld, int64_t rows, int64_t cols, T* dst) {
+ST_INLINE void transpose_block(const T* src, int64_t ld, int64_t rows, int64_t cols, T* dst) {
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = src + r * ld;
     for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = row[c];
   }
 }
+
+#if defined(__AVX2__)
+// dst[c * ldd + r] = src[r * ld + c] for an 8 x 8 tile, in registers: pairs of rows
+// interleaved, then pairs of pairs, then the 128-bit halves swapped into place
+ST_INLINE void transpose8x8(const float* src, int64_t ld, float* dst, int64_t ldd) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+
+// The float transpose in 8 x 8 tiles, the edges element by element: a 64 x 64 block in about
+// 0.3 us, where the element loop took 2 us (it stores a column of dst per row of src).
+template <>
+ST_INLINE void transpose_block<float>(const float* src, int64_t ld, int64_t rows, int64_t cols,
+                                      float* dst) {
+  const int64_t r8 = rows / 8 * 8, c8 = cols / 8 * 8;
+  for (int64_t r = 0; r < r8; r += 8)
+    for (int64_t c = 0; c < c8; c += 8)
+      transpose8x8(src + r * ld + c, ld, dst + c * rows + r, rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = src + r * ld;
+    for (int64_t c = r < r8 ? c8 : 0; c < cols; ++c) dst[c * rows + r] = row[c];
+  }
+}
+#endif
 
 // Runs body(task, scratch) for every task in [0, n), spread over threads with a dynamic
 // schedule (causal tasks differ in size); each thread gets its own scratch of `scratch` elements.
@@ -93,11 +136,38 @@ inline void scale_row(T* x, int64_t n, T a) {
   for (int64_t c = 0; c < n; ++c) x[c] *= a;
 }
 
+// row[j] = exp(row[j] - shift) for j < n; returns their sum, kept in 16 partial sums that are
+// then added pairwise. A vector loop's reduction adds its lanes one after another at the end,
+// 16 dependent additions, which on rows of 64 cost about as much as the loop.
+template <class T>
+ST_INLINE T exp_and_sum(T* row, int64_t n, T shift) {
+  constexpr int kLanes = 16;
+  T part[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+#pragma omp simd
+    for (int u = 0; u < kLanes; ++u) {
+      const T p = st_exp(row[j + u] - shift);
+      row[j + u] = p;
+      part[u] += p;
+    }
+  }
+  for (int u = 0; j < n; ++j, ++u) {
+    const T p = st_exp(row[j] - shift);
+    row[j] = p;
+    part[u] += p;
+  }
+  for (int w = kLanes / 2; w > 0; w /= 2)
+    for (int u = 0; u < w; ++u) part[u] += part[u + w];
+  return part[0];
+}
+
 // Query rows i0 .. i0 + nq - 1 of batch b: out accumulates p v over the key blocks while m and
 // l hold each row's running maximum and sum of exponentials (the online softmax).
 template <class T>
-void forward_rows(const AttentionDims& d, const Lays& L, const T* q, const T* k, const T* v,
-                  T* out, T* lse, T scale, int64_t b, int64_t i0, int64_t nq, T* work) {
+ST_INLINE void forward_rows(const AttentionDims& d, const Lays& L, const T* q, const T* k,
+                            const T* v, T* out, T* lse, T scale, int64_t b, int64_t i0,
+                            int64_t nq, T* work) {
   const T ninf = -std::numeric_limits<T>::infinity();
   T* sc = work;  // kQueryBlock x kKeyBlock scores, then probabilities
   T* m = sc + kQueryBlock * kKeyBlock;
@@ -121,21 +191,17 @@ void forward_rows(const AttentionDims& d, const Lays& L, const T* q, const T* k,
       const int64_t lim = allowed_keys(d, i0 + r, j0, nk);
       std::fill(row + lim, row + nk, T(0));
       if (lim == 0) continue;
+      // the maximum in vector lanes, blind to NaN: a NaN score reaches the output through
+      // its probability
       T mx = ninf;
 #pragma omp simd reduction(max : mx)
-      for (int64_t j = 0; j < lim; ++j) mx = std::max(mx, row[j]);
+      for (int64_t j = 0; j < lim; ++j) mx = row[j] > mx ? row[j] : mx;
       const T mnew = std::max(m[r], mx);
       if (mnew == ninf) {  // every score so far is -inf: nothing to weigh yet
         std::fill(row, row + lim, T(0));
         continue;
       }
-      T sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < lim; ++j) {
-        const T p = st_exp(row[j] - mnew);
-        row[j] = p;
-        sum += p;
-      }
+      const T sum = exp_and_sum(row, lim, mnew);
       if (m[r] != mnew) {
         const T alpha = m[r] == ninf ? T(0) : st_exp(m[r] - mnew);
         scale_row(ob + r * ldo, d.ev, alpha);
@@ -158,16 +224,36 @@ void forward_rows(const AttentionDims& d, const Lays& L, const T* q, const T* k,
   }
 }
 
+// forward_rows and backward_pair in two builds, as the unary kernels: 16 lanes wide where the
+// CPU has AVX-512 (avx512_enabled), else the baseline's 8. Their row loops (maximum,
+// exponentials, sums) are most of a small head's time; the block products are BLAS calls.
+template <class T>
+ST_AVX512 ST_FLAT void forward_rows_wide(const AttentionDims& d, const Lays& L, const T* q,
+                                         const T* k, const T* v, T* out, T* lse, T scale,
+                                         int64_t b, int64_t i0, int64_t nq, T* work) {
+  forward_rows(d, L, q, k, v, out, lse, scale, b, i0, nq, work);
+}
+template <class T>
+ST_FLAT void forward_rows_narrow(const AttentionDims& d, const Lays& L, const T* q, const T* k,
+                                 const T* v, T* out, T* lse, T scale, int64_t b, int64_t i0,
+                                 int64_t nq, T* work) {
+  forward_rows(d, L, q, k, v, out, lse, scale, b, i0, nq, work);
+}
+
 template <class T>
 void attention(const T* q, const T* k, const T* v, T* out, T* lse, const AttentionDims& d,
                const Lays& L, T scale) {
   const int64_t qblocks = (d.l + kQueryBlock - 1) / kQueryBlock;
   const int64_t scratch = kQueryBlock * kKeyBlock + 2 * kQueryBlock + d.e * kKeyBlock;
+  const bool wide = avx512_enabled();
   for_tasks<T>(d.batch * qblocks, kQueryBlock * d.s * (d.e + d.ev), scratch,
                [&](int64_t t, T* work) {
                  const int64_t b = t / qblocks, i0 = (t % qblocks) * kQueryBlock;
-                 forward_rows(d, L, q, k, v, out, lse, scale, b, i0,
-                              std::min(kQueryBlock, d.l - i0), work);
+                 const int64_t nq = std::min(kQueryBlock, d.l - i0);
+                 if (wide)
+                   forward_rows_wide(d, L, q, k, v, out, lse, scale, b, i0, nq, work);
+                 else
+                   forward_rows_narrow(d, L, q, k, v, out, lse, scale, b, i0, nq, work);
                });
 }
 
@@ -181,15 +267,17 @@ void attention(const T* q, const T* k, const T* v, T* out, T* lse, const Attenti
 // ds = p (dout v^T - delta) are rebuilt in the scratch, then added into dq (rows i0..) and/or
 // dk, dv (rows j0..).
 template <class T>
-void backward_pair(const AttentionDims& d, const Lays& L, const T* q, const T* k, const T* v,
-                   const T* dout, const T* lse, const T* delta, T* dq, T* dk, T* dv, T scale,
-                   int64_t b, int64_t i0, int64_t nq, int64_t j0, int64_t nk, bool want_dq,
-                   bool want_dkdv, T* work) {
+ST_INLINE void backward_pair(const AttentionDims& d, const Lays& L, const T* q, const T* k,
+                             const T* v, const T* dout, const T* lse, const T* delta, T* dq,
+                             T* dk, T* dv, T scale, int64_t b, int64_t i0, int64_t nq,
+                             int64_t j0, int64_t nk, bool want_dq, bool want_dkdv, T* work) {
   const T ninf = -std::numeric_limits<T>::infinity();
   T* p = work;
   T* ds = work + kQueryBlock * kKeyBlock;
   T* kt = ds + kQueryBlock * kKeyBlock;  // the key and value blocks transposed
   T* vt = kt + d.e * kKeyBlock;
+  T* pt = vt + d.ev * kKeyBlock;  // p and ds transposed, for the products into dv and dk
+  T* dst = pt + kQueryBlock * kKeyBlock;
   const T* qb = q + L.q.at(b, i0);
   const T* dob = dout + L.dout.at(b, i0);
   const T* kb = k + L.k.at(b, j0);
@@ -214,14 +302,35 @@ void backward_pair(const AttentionDims& d, const Lays& L, const T* q, const T* k
     std::fill(dsrow + lim, dsrow + nk, T(0));
   }
   if (want_dkdv) {
-    blas::gemm(1, 0, nk, d.ev, nq, T(1), p, nk, dob, L.dout.row, T(1), dv + L.dv.at(b, j0),
+    transpose_block(p, nk, nq, nk, pt);
+    transpose_block(ds, nk, nq, nk, dst);
+    blas::gemm(0, 0, nk, d.ev, nq, T(1), pt, nq, dob, L.dout.row, T(1), dv + L.dv.at(b, j0),
                L.dv.row);
-    blas::gemm(1, 0, nk, d.e, nq, scale, ds, nk, qb, L.q.row, T(1), dk + L.dk.at(b, j0),
+    blas::gemm(0, 0, nk, d.e, nq, scale, dst, nq, qb, L.q.row, T(1), dk + L.dk.at(b, j0),
                L.dk.row);
   }
   if (want_dq)
     blas::gemm(0, 0, nq, d.e, nk, scale, ds, nk, kb, L.k.row, T(1), dq + L.dq.at(b, i0),
                L.dq.row);
+}
+
+template <class T>
+ST_AVX512 ST_FLAT void backward_pair_wide(const AttentionDims& d, const Lays& L, const T* q,
+                                          const T* k, const T* v, const T* dout, const T* lse,
+                                          const T* delta, T* dq, T* dk, T* dv, T scale, int64_t b,
+                                          int64_t i0, int64_t nq, int64_t j0, int64_t nk,
+                                          bool want_dq, bool want_dkdv, T* work) {
+  backward_pair(d, L, q, k, v, dout, lse, delta, dq, dk, dv, scale, b, i0, nq, j0, nk, want_dq,
+                want_dkdv, work);
+}
+template <class T>
+ST_FLAT void backward_pair_narrow(const AttentionDims& d, const Lays& L, const T* q, const T* k,
+                                  const T* v, const T* dout, const T* lse, const T* delta,
+                                  T* dq, T* dk, T* dv, T scale, int64_t b, int64_t i0,
+                                  int64_t nq, int64_t j0, int64_t nk, bool want_dq,
+                                  bool want_dkdv, T* work) {
+  backward_pair(d, L, q, k, v, dout, lse, delta, dq, dk, dv, scale, b, i0, nq, j0, nk, want_dq,
+                want_dkdv, work);
 }
 
 template <class T>
@@ -240,12 +349,17 @@ void attention_backward(const T* q, const T* k, const T* v, const T* out, const 
   });
   const int64_t qblocks = (d.l + kQueryBlock - 1) / kQueryBlock;
   const int64_t kblocks = (d.s + kKeyBlock - 1) / kKeyBlock;
-  const int64_t scratch = 2 * kQueryBlock * kKeyBlock + (d.e + d.ev) * kKeyBlock;
+  const int64_t scratch = 4 * kQueryBlock * kKeyBlock + (d.e + d.ev) * kKeyBlock;
   const int64_t pair_cost = kQueryBlock * kKeyBlock * (d.e + d.ev);
+  const bool wide = avx512_enabled();
   auto pair = [&](int64_t b, int64_t i0, int64_t j0, bool want_dq, bool want_dkdv, T* work) {
-    backward_pair(d, L, q, k, v, dout, lse, delta, dq, dk, dv, scale, b, i0,
-                  std::min(kQueryBlock, d.l - i0), j0, std::min(kKeyBlock, d.s - j0), want_dq,
-                  want_dkdv, work);
+    const int64_t nq = std::min(kQueryBlock, d.l - i0), nk = std::min(kKeyBlock, d.s - j0);
+    if (wide)
+      backward_pair_wide(d, L, q, k, v, dout, lse, delta, dq, dk, dv, scale, b, i0, nq, j0, nk,
+                         want_dq, want_dkdv, work);
+    else
+      backward_pair_narrow(d, L, q, k, v, dout, lse, delta, dq, dk, dv, scale, b, i0, nq, j0,
+                           nk, want_dq, want_dkdv, work);
   };
   if (d.batch >= omp_get_max_threads()) {
     // enough batch entries to keep every thread busy: one task per entry, one pass over the
