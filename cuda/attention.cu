@@ -150,7 +150,8 @@ __global__ void __launch_bounds__(kTile* kWarps)
       const bool ok = lane < nk && (!d.causal || j <= i);
       const T x = ok ? s[r] * scale : ninf;
       const T mnew = Max{}(m[r], cuda::warp_reduce(x, Max{}));
-      const T p = (ok && mnew != ninf) ? st_exp(x - mnew) : T(0);
+      // a NaN score poisons its row's sum, as softmax would, even when no score is finite
+      const T p = (ok && (mnew != ninf || x != x)) ? st_exp(x - mnew) : T(0);
       const T alpha = m[r] == ninf ? T(0) : st_exp(m[r] - mnew);
       l[r] = l[r] * alpha + cuda::warp_reduce(p, Sum{});
       m[r] = mnew;
@@ -163,10 +164,11 @@ __global__ void __launch_bounds__(kTile* kWarps)
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int row = w + kWarps * r;
-    const bool any = l[r] > T(0);
-    if (row < nq && lane == 0) lse[b * d.l + i0 + row] = any ? m[r] + st_log(l[r]) : ninf;
+    const bool none = l[r] == T(0);
+    // NaN (a NaN or +inf score) passes on to lse and, through 1 / l, to the row's output
+    if (row < nq && lane == 0) lse[b * d.l + i0 + row] = none ? ninf : m[r] + st_log(l[r]);
     // a row that saw no key has acc == 0 and l == 0: scaling by 0 writes the zeros it must give
-    l[r] = any ? T(1) / l[r] : T(0);
+    l[r] = none ? T(0) : T(1) / l[r];
   }
 #pragma unroll
   for (int r = 0; r < kRows; ++r)

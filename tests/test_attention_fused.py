@@ -115,6 +115,48 @@ def test_float32_in_both_vector_widths(fused_calls, monkeypatch, simd_build, lea
         assert_close(g, w, np.float32)
 
 
+def _non_finite_qkv(dtype):
+    """q, k, v of (2, 2, 37, 5) with a NaN query row, a +inf and a -inf key entry (scores of
+    +inf, -inf or NaN depending on the query's sign) and a NaN entry in the value of key 0,
+    which every row sees. (A key that the causal rule hides never reaches the fused output,
+    where the composition multiplies its value by a probability of 0: NaN * 0.)"""
+    q, k, v = qkv((2, 2), 37, 37, 5, 5, dtype)
+    q[0, 0, 3, :] = np.nan
+    k[0, 1, 20, 1] = np.inf
+    k[1, 0, 9, 2] = -np.inf
+    v[1, 1, 0, 0] = np.nan
+    return q, k, v
+
+
+def _check_non_finite(monkeypatch, dtype, causal):
+    arrays = _non_finite_qkv(dtype)
+    fused = sdpa_with_grads(arrays, np.ones((2, 2, 37, 5), dtype), True, monkeypatch,
+                            is_causal=causal)[0]
+    composed = sdpa_with_grads(arrays, np.ones((2, 2, 37, 5), dtype), False, monkeypatch,
+                               is_causal=causal)[0]
+    assert np.isnan(composed).any() and np.isfinite(composed).any()
+    np.testing.assert_array_equal(np.isnan(fused), np.isnan(composed))
+    ok = np.isfinite(composed)
+    assert_close(fused[ok], composed[ok], dtype)
+
+
+# the emulated CUDA device's reference products meet the NaN too
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_non_finite_inputs_give_what_the_composition_gives(fused_calls, monkeypatch, dtype,
+                                                          causal):
+    """NaN rows where softmax gives NaN (a NaN score, or +inf then inf - inf), the weight 0
+    for -inf scores, and the finite rows unchanged."""
+    _check_non_finite(monkeypatch, dtype, causal)
+    assert len(fused_calls) == 1
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_non_finite_inputs_in_both_vector_widths(fused_calls, monkeypatch, simd_build, causal):
+    _check_non_finite(monkeypatch, np.float32, causal)
+
+
 def test_one_pass_and_two_pass_backward_agree(fused_calls, monkeypatch):
     """The CPU backward runs one pass per batch entry when there are at least as many entries
     as threads, else a query pass and a key pass: both give the composition's gradients."""
