@@ -4,6 +4,7 @@ optimizer updates, the memory plan and bad arguments."""
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 
@@ -170,6 +171,31 @@ def test_shape_change_records_again_or_raises():
         strict(st.ones(4, 3))
     with pytest.raises(GraphError, match="recorded for inputs"):
         strict(st.ones(2, 3, dtype=st.float64))
+
+
+def test_cached_scalar_operands_outlive_the_scalar_cache():
+    """A Python number in a step (x * 2.5, a target compared with ignore_index) is a cached
+    0-d tensor; the cache is cleared when it fills, which must not look like a replaced
+    parameter: the step keeps replaying (and on_change="raise" does not raise)."""
+    from singa_tensor import creation
+
+    logits = st.randn(4, 3, requires_grad=True)
+    y = st.tensor([0, 2, 1, 1])
+
+    def f(x):
+        return x * 2.5 + 1.25 + F.cross_entropy(logits, y, ignore_index=-7)
+
+    want = (st.ones(3) * 2.5 + 1.25 + F.cross_entropy(logits, y, ignore_index=-7)).tolist()
+    # a first recording puts the step's scalars in the cache; the second reads them from there,
+    # so they are not the second one's own
+    st.compile(f, warmup=0)(st.ones(3))
+    step = st.compile(f, warmup=0, on_change="raise")
+    np.testing.assert_allclose(step(st.ones(3)).tolist(), want, rtol=1e-6)
+    for _ in range(2):
+        creation._scalar_cache.clear()
+        gc.collect()  # the first recording (a cycle) held them too
+        np.testing.assert_allclose(step(st.ones(3)).tolist(), want, rtol=1e-6)
+    assert step._latest.records == 1 and step.replays == 2
 
 
 def test_guards_from_inputs_record_again_and_others_explain():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import weakref
 
 import numpy as np
 
@@ -320,6 +321,10 @@ def _fill(t: Tensor, value) -> Tensor:
 
 
 _scalar_cache: dict = {}
+# The storages of the cached scalar operands. A recorded graph (graph/_graph.py) holds the ones
+# it reads itself: the cache is cleared when it fills, and that must not look to a recording
+# like a parameter replaced since it was made.
+constant_storages: weakref.WeakSet = weakref.WeakSet()
 
 
 def scalar_tensor(value, dtype, device) -> Tensor:
@@ -338,6 +343,10 @@ def scalar_tensor(value, dtype, device) -> Tensor:
                 raise ValueError(f"cannot use {value} as a {dtype.name} value")
             t = _from_array(np.asarray(value, dtype=dtype.np), dtype, device)
         _scalar_cache[key] = t
+        try:
+            constant_storages.add(t._storage)
+        except TypeError:  # a storage without weak references: no recording holds it weakly
+            pass
     return t
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import weakref
 
+from .. import creation as _creation
 from .. import dtype as _dt
 from ..tensor import Tensor
 from ._capture import GraphError, Guard, Recording, _ffi, address, fingerprint
@@ -105,10 +106,12 @@ class Graph:
         # Storages from before the step (parameters, buffers, optimizer state) are held
         # weakly: when one goes, the tensor holding it was replaced (a new parameter,
         # module.to(...)) and the recording must not run on memory nobody uses any more.
+        # Cached scalar operands (2 in `x * 2`) are constants: held like the step's own.
         self.externals = []
         weak = {}  # storage id -> its weak reference, for the collectives' replays
         for sid in [sid for sid in self.keep if not born[sid] and sid not in inputs
-                    and sid not in rec.host_init]:
+                    and sid not in rec.host_init
+                    and self.keep[sid] not in _creation.constant_storages]:
             try:
                 weak[sid] = weakref.ref(self.keep[sid])
             except TypeError:  # a storage type without weak references stays held
