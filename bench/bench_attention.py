@@ -2,16 +2,19 @@
 matmul) and PyTorch's F.scaled_dot_product_attention, forward and forward + backward, measured
 in the same run on the same data.
 
-Shapes are (batch 4, heads 8, L = S, E = 64), float32, no mask, causal and not. For each row
-the table gives the median time of fused, composition and PyTorch, the ratios fused/composition
-and fused/torch (below 1: fused is faster), and the peak bytes our CPU allocator held during one
-call of each of ours (inputs excluded). PyTorch runs in a child process (loading it slows our
-OpenBLAS products); its column is `-` when it is not installed. Before timing, the fused output
-and gradients are checked against the composition's.
+Shapes are (batch 4, heads 8, L = S, E = 64) unless `--shape` says otherwise, float32, no
+mask, causal and not. For each row the table gives the median time of fused, composition and
+PyTorch, the ratios fused/composition and fused/torch (below 1: fused is faster), and the peak
+bytes our CPU allocator held during one call of each of ours (inputs excluded). PyTorch runs in
+a child process (loading it slows our OpenBLAS products; `--torch-python` names another
+interpreter for it), started before singa_tensor is imported here, so that it gets the
+environment this script was started with; its column is `-` when it is not installed. Before
+timing, the fused output and gradients are checked against the composition's.
 
     python bench/bench_attention.py                 # full run
     python bench/bench_attention.py --quick         # 1 warm-up, median of 3
     python bench/bench_attention.py --sizes 128 512 --device cuda
+    python bench/bench_attention.py --shape 8 4 32 --sizes 64   # bench_train's Transformer LM
 """
 
 from __future__ import annotations
@@ -33,9 +36,9 @@ BATCH, HEADS, DIM = 4, 8, 64
 SEED = 0
 
 
-def data(n: int) -> tuple:
+def data(n: int, lead=(BATCH, HEADS, DIM)) -> tuple:
     r = np.random.default_rng(SEED + n)
-    shape = (BATCH, HEADS, n, DIM)
+    shape = (lead[0], lead[1], n, lead[2])
     return tuple(r.standard_normal(shape).astype(np.float32) for _ in range(3)) + (
         r.standard_normal(shape).astype(np.float32),)
 
@@ -64,7 +67,7 @@ def torch_worker(args) -> None:
 
     res = {}
     for n in args.sizes:
-        q, k, v, g = (torch.from_numpy(a) for a in data(n))
+        q, k, v, g = (torch.from_numpy(a) for a in data(n, args.shape))
         for causal in (False, True):
             qs = [t.clone().requires_grad_() for t in (q, k, v)]
             fwd, fwd_bwd = steps(tF.scaled_dot_product_attention, torch.no_grad, (q, k, v),
@@ -76,10 +79,14 @@ def torch_worker(args) -> None:
 
 
 def torch_side(args) -> dict | None:
-    if args.no_torch or args.device != "cpu" or importlib.util.find_spec("torch") is None:
+    if args.no_torch or args.device != "cpu":
         return None
-    cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--warmup",
-           str(args.warmup), "--reps", str(args.reps), "--sizes", *map(str, args.sizes)]
+    if args.torch_python is None and importlib.util.find_spec("torch") is None:
+        return None
+    cmd = [args.torch_python or sys.executable, os.path.abspath(__file__), "--torch-worker",
+           "--warmup",
+           str(args.warmup), "--reps", str(args.reps), "--sizes", *map(str, args.sizes),
+           "--shape", *map(str, args.shape)]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"bench: the PyTorch worker failed:\n{out.stderr}{out.stdout}")
@@ -106,7 +113,7 @@ def ours(args) -> tuple:
 
     rows = []
     for n in args.sizes:
-        arrays = data(n)
+        arrays = data(n, args.shape)
         q, k, v, g = (st.tensor(a, device=args.device) for a in arrays)
         for causal in (False, True):
             qs = [st.tensor(a, device=args.device, requires_grad=True) for a in arrays[:3]]
@@ -157,7 +164,11 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=7)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--shape", type=int, nargs=3, default=[BATCH, HEADS, DIM],
+                   metavar=("BATCH", "HEADS", "E"), help="batch, heads and head size")
     p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--torch-python", default=None,
+                   help="the Python that runs PyTorch's side (default: this one)")
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.quick:
@@ -167,7 +178,8 @@ def main() -> None:
         return
     tr = torch_side(args)
     rows, threads = ours(args)
-    print(f"# SDPA float32, batch {BATCH}, heads {HEADS}, E {DIM}, device {args.device}, "
+    print(f"# SDPA float32, batch {args.shape[0]}, heads {args.shape[1]}, E {args.shape[2]}, "
+          f"device {args.device}, "
           f"singa_tensor threads {threads}, torch "
           + ("-" if tr is None else f"{tr['version']} ({tr['threads']} threads)"))
     head = (f"{'L=S':>5} {'causal':>6} {'pass':>7} {'fused':>11} {'comp':>11} {'torch':>11} "

@@ -4,13 +4,13 @@
     python bench/bench_simd.py --quick      # 4 rounds (a smoke check)
 
 The CPU library is compiled for AVX2 + FMA; the float32 unary kernels, their gradients, the
-recurrent layers' few-row step products and softmax cross entropy also come compiled for
-AVX-512 and run where the CPU has it (docs/performance.md). `st_cpu_avx512` switches between
-the builds, so both are timed here on the same data, in alternating rounds: each row prints the
-median over rounds of each build's best call, and their ratio (below 1.00x: the AVX-512 build
-is faster). Before timing, each row's results are compared between the builds: bit for bit for
-the unary kernels, to float32 rounding for the LSTM and cross entropy. On a CPU without AVX-512
-the script says so and stops.
+recurrent layers' few-row step products, softmax cross entropy and the attention kernels' block
+work also come compiled for AVX-512 and run where the CPU has it (docs/performance.md).
+`st_cpu_avx512` switches between the builds, so both are timed here on the same data, in
+alternating rounds: each row prints the median over rounds of each build's best call, and their
+ratio (below 1.00x: the AVX-512 build is faster). Before timing, each row's results are compared
+between the builds: bit for bit for the unary kernels, to float32 rounding for the LSTM, cross
+entropy and attention. On a CPU without AVX-512 the script says so and stops.
 """
 
 from __future__ import annotations
@@ -63,6 +63,20 @@ def rows(st):
         return logits.grad
 
     out.append(("cross entropy fwd+bwd 512x1000", ce_step, False))
+    # the Transformer LM's attention: 8 x 4 heads of 64 x 32
+    qkv = [st.tensor(np.random.default_rng(5 + i).standard_normal((8, 4, 64, 32))
+                     .astype(np.float32), requires_grad=True) for i in range(3)]
+    sdpa = st.nn.functional.scaled_dot_product_attention
+    out.append(("attention forward 8x4 heads 64x32",
+                lambda: sdpa(*(t.detach() for t in qkv)), False))
+
+    def attention_step():
+        for t in qkv:
+            t.grad = None
+        sdpa(*qkv).sum().backward()
+        return qkv[0].grad
+
+    out.append(("attention fwd+bwd 8x4 heads 64x32", attention_step, False))
     return out
 
 
