@@ -591,6 +591,37 @@ def test_list_updates_make_one_call_per_dtype(monkeypatch):
     assert calls == [] and len(single) == 7
 
 
+def test_each_optimizer_asks_for_its_own_list_kernel(monkeypatch):
+    """A backend with the SGD list kernel but not Adam's: Adam updates one parameter per call,
+    SGD still the whole list."""
+    from singa_tensor.ops import fused_updates
+
+    be = st.backend.get(st.device(DEVICE))
+    if be.kernel("st_sgd_step_multi_f32") is None:
+        pytest.skip("this backend has no list kernels")
+    real_kernel = be.kernel
+
+    def kernel(name):
+        return None if name.startswith("st_adam_step_multi_") else real_kernel(name)
+
+    monkeypatch.setattr(be, "kernel", kernel)
+    counts = {"sgd": 0, "adam": 0}
+    for name, key in (("sgd_multi_step_", "sgd"), ("adam_multi_step_", "adam")):
+        real = getattr(fused_updates, name)
+
+        def counting(ps, *a, _real=real, _key=key, **k):
+            counts[_key] += 1
+            return _real(ps, *a, **k)
+
+        monkeypatch.setattr(fused_updates, name, counting)
+    ws = [st.randn(3, requires_grad=True) for _ in range(3)]
+    for opt in (optim.Adam(ws, lr=0.1), optim.SGD(ws, lr=0.1, momentum=0.9)):
+        sum((w * w).sum() for w in ws).backward()
+        opt.step()
+        opt.zero_grad()
+    assert counts == {"sgd": 1, "adam": 0}
+
+
 def test_list_updates_version_counters():
     # a backward that saved a parameter must see that the list update changed it
     w = st.tensor([1.0, 2.0], requires_grad=True)

@@ -81,18 +81,18 @@ def sgd_step_(p: Tensor, g: Tensor, buf: Tensor | None, *, lr: float, momentum: 
     return True
 
 
-def multi_ready(p: Tensor, g: Tensor, *states) -> bool:
-    """Whether p, its gradient and its state can join one multi-tensor update call: a backend
-    with the list kernels (the CPU's), float32 or float64, everything contiguous, one dtype and
-    shape; and no graph capture or trace running, which records kernels one tensor at a time.
-    Otherwise the per-parameter functions above serve p."""
+def multi_ready(p: Tensor, g: Tensor, *states, rule: str = "sgd") -> bool:
+    """Whether p, its gradient and its state can join one multi-tensor update call of `rule`
+    ("sgd" or "adam"): a backend with that list kernel (the CPU's), float32 or float64,
+    everything contiguous, one dtype and shape; and no graph capture or trace running, which
+    records kernels one tensor at a time. Otherwise the per-parameter functions above serve p."""
     if _execution.running_count or p.dtype.name not in _FLOATS:
         return False
     for t in (g, *states):
         if t is not None and (t.dtype is not p.dtype or t._shape != p._shape or not t._contig
                               or t._device != p._device):
             return False
-    return p._contig and p._be.kernel(f"st_sgd_step_multi_{p.dtype.suffix}") is not None
+    return p._contig and p._be.kernel(f"st_{rule}_step_multi_{p.dtype.suffix}") is not None
 
 
 def _table(ref: Tensor, tensors: list):

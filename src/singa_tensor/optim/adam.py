@@ -84,7 +84,7 @@ class Adam(Optimizer):
             t = state["step"]
             vmax = state["max_exp_avg_sq"] if group["amsgrad"] else None
             if multi and fused_updates.multi_ready(p, g, state["exp_avg"], state["exp_avg_sq"],
-                                                   vmax):
+                                                   vmax, rule="adam"):
                 for lst, t_ in zip(lists.setdefault((p.dtype, t), ([], [], [], [], [])),
                                    (p, g, state["exp_avg"], state["exp_avg_sq"], vmax)):
                     lst.append(t_)
