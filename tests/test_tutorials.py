@@ -158,6 +158,13 @@ def test_there_are_tutorials():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_cell_has_a_unique_id(path):
+    """nbformat 4.5 gives each cell an id; a cell without one is an error in later versions."""
+    ids = [c.get("id") for c in json.loads(path.read_text())["cells"]]
+    assert None not in ids and len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_tutorial_runs_and_leaves_nothing_behind(path, run_notebook):
     for cell in nbformat.read(path, as_version=4).cells:
         if cell.cell_type == "code":
