@@ -108,6 +108,70 @@ def test_cross_entropy_float32_in_both_vector_widths(simd_build, smoothing, weig
     np.testing.assert_allclose(g32, g64, rtol=1e-5, atol=1e-8)
 
 
+@pytest.mark.parametrize("classes", [1, 10, 16, 17, 40])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_cross_entropy_short_rows_in_both_vector_widths(simd_build, classes, reduction):
+    # class counts below, at and past one 16-lane block: the row's last partial block runs
+    # through a padded copy; forward and gradient against float64 and the definition
+    r = np.random.default_rng(classes)
+    x = r.standard_normal((9, classes)) * 3
+    t = r.integers(0, classes, 9)
+    t[4] = -100
+    res = []
+    for dtype in (st.float32, st.float64):
+        xt = st.tensor(x, dtype=dtype, requires_grad=True)
+        loss = L.cross_entropy(xt, st.tensor(t), reduction=reduction, label_smoothing=0.1)
+        g = st.tensor(np.linspace(0.5, 1.5, 9), dtype=dtype) if reduction == "none" else 1.7
+        (loss * g).sum().backward()
+        res.append((to_numpy(loss.detach()), to_numpy(xt.grad)))
+    (l32, g32), (l64, g64) = res
+    assert_close(st.tensor(l64), np.asarray(_ce_ref(x, t, reduction=reduction, eps=0.1)),
+                 rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(l32, l64, rtol=2e-6, atol=2e-6)
+    # a gradient that cancels to 0 (one class) comes out within 2 ulps of its terms (<= 1.7)
+    np.testing.assert_allclose(g32, g64, rtol=1e-5, atol=2 * 1.7 * 2.0 ** -23)
+    assert (g64[4] == 0).all()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_reduces_in_its_own_op(reduction, weighted):
+    # the reduced loss comes out of the fused op itself (one autograd node, one backward
+    # kernel), with the gradient of the definition; a weighted mean then divides by the
+    # summed weights
+    x = RNG.standard_normal((6, 5))
+    t = np.array([0, 4, -100, 2, 2, 1])
+    w = RNG.uniform(0.5, 2.0, 5) if weighted else None
+    xt = as_tensor(x).requires_grad_()
+    loss = L.cross_entropy(xt, as_tensor(t), None if w is None else as_tensor(w),
+                           reduction=reduction)
+    if reduction == "sum" or not weighted:
+        assert type(loss.grad_fn).__name__ == "_softmax_cross_entropyBackward"
+    assert_close(loss, np.asarray(_ce_ref(x, t, w, reduction=reduction)), rtol=1e-12)
+    loss.backward()
+    eps = 1e-6
+    num = np.zeros_like(x)
+    for i in np.ndindex(*x.shape):
+        hi, lo = x.copy(), x.copy()
+        hi[i] += eps
+        lo[i] -= eps
+        num[i] = (_ce_ref(hi, t, w, reduction=reduction) -
+                  _ce_ref(lo, t, w, reduction=reduction)) / (2 * eps)
+    np.testing.assert_allclose(to_numpy(xt.grad), num, rtol=1e-6, atol=1e-8)
+
+
+def test_fused_cross_entropy_op_rejects_bad_reduction_and_count():
+    from singa_tensor.ops.loss import softmax_cross_entropy
+
+    x, t = st.zeros(2, 3), st.tensor([0, 1])
+    with pytest.raises(ValueError, match="softmax_cross_entropy: reduction must be one of"):
+        softmax_cross_entropy(x, t, reduction="avg")
+    with pytest.raises(ValueError, match="softmax_cross_entropy: count must be a non-negative"):
+        softmax_cross_entropy(x, t, reduction="mean", count=-1)
+    none = st.tensor([-100, -100])  # no target counted: the mean is 0 / 0
+    assert np.isnan(softmax_cross_entropy(x, none, reduction="mean", count=0).item())
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("classes", [3, 1000])
 def test_cross_entropy_non_finite_logits(dtype, classes, simd_build):

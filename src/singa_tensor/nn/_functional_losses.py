@@ -431,20 +431,25 @@ def _fused_cross_entropy(input, weight, ignore_index, reduction, label_smoothing
     op = "cross_entropy"
     cdim, n_classes, target, ignored = checked
     weight = _class_weight(op, weight, input, n_classes)
-    rows = input.movedim(cdim, -1).reshape(-1, n_classes) if input.ndim > 2 else \
-        input.reshape(-1, n_classes)
-    loss = _softmax_cross_entropy(rows, target.reshape(-1), weight, int(ignore_index),
-                                  float(label_smoothing))
+    if input.ndim > 2:
+        rows = input.movedim(cdim, -1).reshape(-1, n_classes)
+    else:
+        rows = input if input.ndim == 2 else input.reshape(1, n_classes)
+    flat = target if target.ndim == 1 else target.reshape(-1)
     if reduction == "none":
+        loss = _softmax_cross_entropy(rows, flat, weight, int(ignore_index),
+                                      float(label_smoothing))
         return loss.reshape(target.shape)
-    total = loss.sum()
-    if reduction == "sum":
-        return total
-    # the mean divides by the total weight of the counted targets (their number unweighted)
-    if weight is None:
-        count = loss.numel() if ignored is None else \
-            int(loss.numel() - ignored.sum().item())
-        return total / float(count) if count else total / 0.0
+    if reduction == "sum" or weight is not None:
+        total = _softmax_cross_entropy(rows, flat, weight, int(ignore_index),
+                                       float(label_smoothing), "sum")
+        if reduction == "sum":
+            return total
+    else:  # the mean over the counted targets: the sum and its scale in the same op
+        count = None if ignored is None else int(flat.numel() - ignored.sum().item())
+        return _softmax_cross_entropy(rows, flat, None, int(ignore_index),
+                                      float(label_smoothing), "mean", count)
+    # a weighted mean divides by the total weight of the counted targets
     with _no_grad():
         safe = target if ignored is None else st.where(ignored, 0, target)
         wd = weight.detach()

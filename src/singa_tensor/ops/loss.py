@@ -1,6 +1,7 @@
 """Fused softmax cross entropy over the rows of a (rows, C) matrix of logits with class-index
-targets: the per-row loss in one kernel, without storing the log-probabilities. nn's
-cross_entropy validates the arguments and reduces the rows."""
+targets: the per-row loss in one kernel, without storing the log-probabilities, and, when asked,
+the rows' sum or mean in the same op (one autograd node for the whole loss). nn's
+cross_entropy validates the arguments."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ from .. import autograd as _ag
 from .. import dtype as _dt
 from ..creation import arange
 from ..tensor import Tensor
-from ._registry import OpSpec, apply, contiguous, kernel, ptr, register
-from .reduce import _LOW, as_dtype, in_float
+from ._registry import OpSpec, apply, contiguous, copy_into, kernel, ptr, register
+from .elementwise import _run_unary
+from .layout import expand, reshape
+from .reduce import _LOW, as_dtype, in_float, run_reduce
+
+_REDUCTIONS = ("none", "sum", "mean")
 
 
 @register
@@ -24,7 +29,7 @@ class SoftmaxCrossEntropy(OpSpec):
     onnx = None
 
     @staticmethod
-    def forward(ctx, x, target, weight, ignore_index, smoothing):
+    def forward(ctx, x, target, weight, ignore_index, smoothing, reduction="none", count=None):
         rows, c = x._shape
         xc, tc = contiguous(x), contiguous(target)
         wc = None if weight is None else contiguous(weight)
@@ -39,17 +44,32 @@ class SoftmaxCrossEntropy(OpSpec):
         ctx.save_for_backward(x)
         ctx.target, ctx.weight, ctx.lse = tc, wc, lse
         ctx.ignore_index, ctx.smoothing = ignore_index, smoothing
-        return loss
+        ctx.reduction, ctx.scale = reduction, _mean_scale(rows, count)
+        if reduction == "none":
+            return loss
+        # the rows' sum, then (mean) times 1 / count, as st.mean scales its sum
+        total = run_reduce(loss, (0,), False, "sum")
+        if reduction == "mean":
+            total = _run_unary(total, "affine", ctx.scale, -0.0)  # the product, bit for bit
+        return total
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
+        rows, c = x._shape
+        if ctx.reduction != "none" and _ag._mode.enabled:
+            g = expand(reshape(g, 1), rows) * ctx.scale
+        elif ctx.reduction != "none":  # each row's loss entered the result times scale
+            gr = Tensor._empty((rows,), ctx.lse.dtype, x._device, x._be)
+            copy_into(as_dtype(g, gr.dtype), gr)
+            if ctx.reduction == "mean" and rows:
+                kernel(gr, "affine")(ptr(gr), ptr(gr), rows, ctx.scale, -0.0)
+            g = gr
         if _ag._mode.enabled:  # create_graph: a composition, differentiable again
             w = None if ctx.weight is None else in_float(ctx.weight)
             dx = _xent_grad_composed(in_float(x), ctx.target, w, ctx.ignore_index,
                                      ctx.smoothing, in_float(g))
-            return as_dtype(dx, x.dtype), None, None, None, None
-        rows, c = x._shape
+            return as_dtype(dx, x.dtype), None, None, None, None, None, None
         dx = Tensor._empty(x._shape, x.dtype, x._device, x._be)
         null = x._be.ffi.NULL
         if rows:
@@ -58,10 +78,10 @@ class SoftmaxCrossEntropy(OpSpec):
                 null if ctx.weight is None else ptr(ctx.weight), ptr(ctx.lse),
                 ptr(contiguous(as_dtype(g, ctx.lse.dtype))), ptr(dx), rows, c, ctx.ignore_index,
                 ctx.smoothing)
-        return dx, None, None, None, None
+        return dx, None, None, None, None, None, None
 
     @staticmethod
-    def reference(x, target, weight, ignore_index, smoothing):
+    def reference(x, target, weight, ignore_index, smoothing, reduction="none", count=None):
         m = x.max(axis=1, keepdims=True)
         logp = x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
         c = x.shape[1]
@@ -69,7 +89,10 @@ class SoftmaxCrossEntropy(OpSpec):
         safe = np.where(target == ignore_index, 0, target)
         picked = logp[np.arange(len(x)), safe] * w[safe]
         loss = -(1 - smoothing) * picked - smoothing / c * (logp * w).sum(axis=1)
-        return np.where(target == ignore_index, 0.0, loss)
+        loss = np.where(target == ignore_index, 0.0, loss)
+        if reduction == "none":
+            return loss
+        return loss.sum() * (_mean_scale(len(loss), count) if reduction == "mean" else 1.0)
 
     @staticmethod
     def samples():
@@ -78,7 +101,17 @@ class SoftmaxCrossEntropy(OpSpec):
         t = np.array([0, 3, 1, -100, 2], dtype=np.int64)
         w = r.uniform(0.5, 2.0, 4)
         return [((x, t, None, -100, 0.0), {}), ((x, t, w, -100, 0.2), {}),
-                ((x, np.array([1, 1, 0, 2, 3]), w, 1, 0.0), {})]
+                ((x, np.array([1, 1, 0, 2, 3]), w, 1, 0.0), {}),
+                ((x, t, None, -100, 0.1, "sum"), {}), ((x, t, w, -100, 0.0, "mean", 4), {}),
+                ((x, np.array([1, 3, 0, 2, 3]), None, 3, 0.0, "mean", 3), {}),
+                ((x, np.array([1, 3, 0, 2, 3]), None, -100, 0.0, "mean"), {})]
+
+
+def _mean_scale(rows: int, count) -> float:
+    """The factor a mean over `count` rows (None: all of them) scales the rows' sum by; a
+    mean over none is NaN (0 * inf), as PyTorch's."""
+    n = rows if count is None else count
+    return 1.0 / n if n else float("inf")
 
 
 def _xent_grad_composed(x, target, weight, ignore_index, smoothing, g):
@@ -105,10 +138,13 @@ def _xent_grad_composed(x, target, weight, ignore_index, smoothing, g):
 
 
 def softmax_cross_entropy(x: Tensor, target: Tensor, weight: Tensor | None = None,
-                          ignore_index: int = -100, smoothing: float = 0.0) -> Tensor:
-    """Per-row softmax cross entropy of (rows, C) logits against int64 class indices (rows,),
-    already validated (nn.functional.cross_entropy checks and reduces). float16/bfloat16
-    logits give float32 rows (accumulated in float32, for the caller to reduce and round once).
+                          ignore_index: int = -100, smoothing: float = 0.0,
+                          reduction: str = "none", count: int | None = None) -> Tensor:
+    """Softmax cross entropy of (rows, C) logits against int64 class indices (rows,), already
+    validated (nn.functional.cross_entropy checks them): the per-row losses ("none"), their
+    sum, or their sum over `count` ("mean"; None: the number of rows), in one op with one
+    backward kernel. float16/bfloat16 logits give float32 results (accumulated in float32, for
+    the caller to round once).
 
     Example:
         >>> import singa_tensor as st
@@ -116,8 +152,17 @@ def softmax_cross_entropy(x: Tensor, target: Tensor, weight: Tensor | None = Non
         >>> x = st.tensor([[0.0, 0.0], [0.0, 0.0]])
         >>> [round(v, 4) for v in softmax_cross_entropy(x, st.tensor([0, 1])).tolist()]
         [0.6931, 0.6931]
+        >>> round(softmax_cross_entropy(x, st.tensor([0, 1]), reduction="mean").item(), 4)
+        0.6931
     """
-    return apply(SoftmaxCrossEntropy, x, target, weight, int(ignore_index), float(smoothing))
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"softmax_cross_entropy: reduction must be one of "
+                         f"{', '.join(map(repr, _REDUCTIONS))}, got {reduction!r}")
+    if count is not None and (not isinstance(count, int) or count < 0):
+        raise ValueError(f"softmax_cross_entropy: count must be a non-negative int, got "
+                         f"{count!r}")
+    return apply(SoftmaxCrossEntropy, x, target, weight, int(ignore_index), float(smoothing),
+                 reduction, count)
 
 
 SoftmaxCrossEntropy.fn = staticmethod(softmax_cross_entropy)
