@@ -5,12 +5,15 @@ Rows:
   entropy, backward, SGD with momentum), eager and replayed, beside PyTorch's eager step
   (timed in a child process, as in bench_train.py, with the same thread count, started with
   the environment this script was started with, not the one singa_tensor's import leaves).
+  The two libraries take turns over --rounds rounds (PyTorch first in even rounds), since a
+  shared machine's speed drifts by tens of percent within minutes; each round gives one
+  ratio, and the table shows the median ratio with the rounds' range.
 - A chain of 100 elementwise ops on 1000-element tensors (no autograd): the per-op overhead.
 - ResNet-18 (CIFAR form), batch 16: step time (eager and graph steps interleaved), and the
   allocator's peak bytes in use during one step (after warm-up; parameters, gradients and
   optimizer state included, and for graph mode its arena): graph / eager.
 
-    python bench/bench_graph.py            # median of 30 steps (10 for ResNet-18)
+    python bench/bench_graph.py            # 3 rounds, median of 30 steps (10 for ResNet-18)
     python bench/bench_graph.py --quick
 """
 
@@ -90,6 +93,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternating rounds of the training-step rows (default 3)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--torch-python", default=os.environ.get("BENCH_TORCH_PYTHON", sys.executable),
@@ -97,7 +102,9 @@ def main() -> int:
                          "$BENCH_TORCH_PYTHON)")
     args = ap.parse_args()
     if args.quick:
-        args.steps, args.warmup = 5, 2
+        args.steps, args.warmup, args.rounds = 5, 2, 1
+    if args.rounds < 1:
+        raise SystemExit("bench: --rounds must be at least 1")
     os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
     from bench_train import Lib, make_step, resnet18
 
@@ -106,12 +113,13 @@ def main() -> int:
 
     st.set_num_threads(THREADS)
     lib = Lib(st, "ours")
-    peer = {} if args.no_torch else _torch_side(args)
     rows = []
 
-    # training steps: eager and replayed, interleaved (the machine's speed drifts)
+    # training steps: eager and replayed, interleaved step by step, in rounds that alternate
+    # with PyTorch's child process
     from bench_train import MODELS
 
+    models = []
     for label, name, _ in STEPS:
         _, builder, batch, _ = next(m for m in MODELS if m[0] == name)
         step, _ = make_step(lib, builder, batch, 0)
@@ -122,15 +130,44 @@ def main() -> int:
             graph_step()
         if abs(float(step().item()) - float(graph_step().item())) > 1e-4:
             raise SystemExit(f"{label}: graph mode's loss differs from eager's")
-        times_e, times_g = [], []
-        for _ in range(args.steps):
-            for fn, into in ((step, times_e), (graph_step, times_g)):
-                t0 = time.perf_counter()
-                fn()
-                into.append(time.perf_counter() - t0)
-        rows.append((label, statistics.median(times_e) * 1e3,
-                     statistics.median(times_g) * 1e3, peer.get(label)))
-        del step, step_g, graph_step
+        models.append((label, step, graph_step))
+
+    def ours_round() -> dict:
+        out = {}
+        for label, step, graph_step in models:
+            for _ in range(2):  # back from the other process's turn
+                step()
+                graph_step()
+            times_e, times_g = [], []
+            for _ in range(args.steps):
+                for fn, into in ((step, times_e), (graph_step, times_g)):
+                    t0 = time.perf_counter()
+                    fn()
+                    into.append(time.perf_counter() - t0)
+            out[label] = (statistics.median(times_e) * 1e3, statistics.median(times_g) * 1e3)
+        return out
+
+    rounds = []  # (ours {label: (eager, graph)}, PyTorch's {label: ms})
+    peer: dict = {}
+    for r in range(args.rounds):
+        torch_first = r % 2 == 0
+        got = {} if args.no_torch or not torch_first else _torch_side(args)
+        mine = ours_round()
+        if not args.no_torch and not torch_first:
+            got = _torch_side(args)
+        rounds.append((mine, got))
+        peer = peer or got  # the chain row takes the first round's figure
+    ranges = {}
+    for label, _, _ in STEPS:
+        e = statistics.median(m[label][0] for m, _ in rounds)
+        g = statistics.median(m[label][1] for m, _ in rounds)
+        ts = [p[label] for _, p in rounds if label in p]
+        t = statistics.median(ts) if ts else None
+        ratios = [m[label][1] / p[label] for m, p in rounds if label in p]
+        if ratios:
+            ranges[label] = (statistics.median(ratios), min(ratios), max(ratios))
+        rows.append((label, e, g, t))
+    models.clear()
 
     # 100 elementwise ops on 1000 elements
     x = st.tensor(np.random.default_rng(0).standard_normal(1000).astype(np.float32))
@@ -186,17 +223,20 @@ def main() -> int:
           f"plus OMP_NUM_THREADS={THREADS}; ours after import: OMP_WAIT_POLICY="
           f"{os.environ.get('OMP_WAIT_POLICY', '-')}")
     print(f"graph mode, {THREADS} threads, median of {args.steps} steps "
-          f"(ResNet-18: {steps_r}); times in ms")
+          f"(ResNet-18: {steps_r}); times in ms; training steps: medians over {args.rounds} "
+          f"alternating rounds, graph/torch the median of the rounds' ratios [their range]")
     print(f"{'row':<34}{'eager':>10}{'graph':>10}{'torch':>10}{'graph/eager':>13}"
           f"{'graph/torch':>13}")
     targets = {label: target for label, _, target in STEPS}
     for name, e, g, t in rows:
         tcol = f"{t:>10.3f}" if t else f"{'-':>10}"
-        gt = f"{g / t:>12.2f}x" if t else f"{'-':>13}"
+        ratio, lo, hi = ranges.get(name, (g / t if t else None, None, None))
+        gt = f"{ratio:>12.2f}x" if t else f"{'-':>13}"
+        spread = f"  [{lo:.2f}-{hi:.2f}]" if lo is not None else ""
         tg = targets.get(name)
         met = "" if tg is None or not t else (f"  (target <= {tg}x: "
-                                               f"{'met' if g / t <= tg else 'NOT met'})")
-        print(f"{name:<34}{e:>10.3f}{g:>10.3f}{tcol}{g / e:>12.2f}x{gt}{met}")
+                                               f"{'met' if ratio <= tg else 'NOT met'})")
+        print(f"{name:<34}{e:>10.3f}{g:>10.3f}{tcol}{g / e:>12.2f}x{gt}{spread}{met}")
     print(f"ResNet-18 b16 peak bytes in use during a step: eager {eager_peak / 2**20:.1f} MiB, "
           f"graph {graph_peak / 2**20:.1f} MiB (graph/eager {graph_peak / eager_peak:.2f}x; "
           f"arena {arena_r / 2**20:.1f} MiB, {calls_r} calls)")
