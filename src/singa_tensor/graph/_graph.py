@@ -196,6 +196,11 @@ class Graph:
         self.rng = rec.rng
         self.updates = rec.updates
         self._split_guards(rec.guards, calls, inputs, born, rec.host_init, rec.writers)
+        # storages no call writes: the inputs, host constants, and state from before the step
+        # that nothing in it writes (the cached scalar operands)
+        unwritten = {sid for sid in range(len(born)) if not born[sid] and sid not in rec.writers}
+        self.early_only = self._early_only(calls, inputs | set(rec.host_init) | unwritten,
+                                           rec.rng)
         self.poison = poison
         self.cuda_graphs = cuda_graphs
         self.segments: dict = {}  # (first, last) call position -> Segment
@@ -246,6 +251,24 @@ class Graph:
                 self.late.setdefault(g.pos, []).append(g)
         self.early = sorted(set(self.early))
 
+    def _early_only(self, calls, readonly: set, rng) -> set:
+        """The early calls that the program need not run again: every storage they touch,
+        besides those no call writes (`readonly`), no other call touches (the target checks of
+        a loss: what they compute goes only to the guard). A replay has just run them, on the
+        same inputs, in `early_checks_hold`."""
+        early = set(self.early)
+        if not early:
+            return set()
+        drawn = {t.call for t in rng if t.call is not None}
+        private = set()
+        for j in early:
+            private |= calls[j].touched
+        private -= readonly
+        for i, c in enumerate(calls):
+            if i not in early and c.touched & private:
+                private -= c.touched
+        return {j for j in early if j not in drawn and not (calls[j].touched - readonly - private)}
+
     # ---- programs ---------------------------------------------------------------------------
     def _build(self, eager_updates) -> list:
         """(fn, args) pairs to run in order; guards and eager updates appear as calls of
@@ -271,9 +294,10 @@ class Graph:
                 continue
             if i == n:
                 break
-            fn, args, _ = self.calls[i]
-            prog.append((fn, args))
-            index.append(i)
+            if i not in self.early_only:
+                fn, args, _ = self.calls[i]
+                prog.append((fn, args))
+                index.append(i)
             for b in dying.get(i, ()):
                 prog.append((self._poison, (b,)))
                 index.append(None)
