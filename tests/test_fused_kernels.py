@@ -412,6 +412,24 @@ def test_relu_backward_kernel_at_zero_nan_and_infinite_gradients():
     assert got[5] == 0.0 and np.isnan(got[6])
 
 
+def test_relu_gradient_reads_the_output_not_the_input():
+    """As in PyTorch, relu keeps its output for the backward: its input may be changed in
+    place afterwards, and the gradient, first or second order, is the same."""
+    a = as_tensor(np.array([-1.0, 2.0, 0.0, 3.0, np.nan]), requires_grad=True)
+    x = a * 1.0
+    y = F.relu(x)
+    x.add_(5.0)  # would be an error if relu had kept x
+    w = as_tensor(np.array([1.0, 2.0, 3.0, 4.0, 5.0]))
+    (y * w).sum().backward()
+    got = to_numpy(a.grad)
+    assert np.array_equal(got, [0.0, 2.0, 0.0, 4.0, 5.0])
+    b = as_tensor(np.array([-2.0, 1.5, 3.0]), requires_grad=True)
+    (gb,) = st.autograd.grad((F.relu(b) ** 2).sum(), b, create_graph=True)
+    assert np.array_equal(to_numpy(gb.detach()), [0.0, 3.0, 6.0])
+    gb.sum().backward()
+    assert np.array_equal(to_numpy(b.grad), [0.0, 2.0, 2.0])
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("name,run,composed", ACTS[3:], ids=[a[0] for a in ACTS[3:]])
 def test_activation_backward_kernel_in_16_bit_dtypes(dtype, name, run, composed):

@@ -220,7 +220,7 @@ sigmoid = unary_op("sigmoid", "Sigmoid", lambda c, g, x, y: _sigmoid_backward(c,
                    lambda x: 1.0 / (1.0 + np.exp(-x)), domain=(-10.0, 10.0), saves="y",
                    method=True, inplace=True)
 relu = unary_op("relu", "Relu", lambda c, g, x, y: _relu_backward(c, g, x, y),
-                lambda x: np.maximum(x, 0), int_ok=True, grad_domain=(0.1, 3.0), saves="x",
+                lambda x: np.maximum(x, 0), int_ok=True, grad_domain=(0.1, 3.0), saves="y",
                 method=True, inplace=True)
 relu_mask = unary_op("relu_mask", None, None, lambda x: (x > 0).astype(x.dtype),
                      differentiable=False)
@@ -276,10 +276,12 @@ def _fused_grad(op: str, composed, reads: str = "x"):
 
 
 # relu, sigmoid and tanh: one gradient kernel each (functors.h), the formula in Tensor ops
-# under create_graph. relu's kernel passes g where the input is not <= 0, so a NaN input passes
+# under create_graph. relu's gradient reads the output, as PyTorch's does: it is positive (or
+# NaN) exactly where the input is, so the input need not be kept (graph mode then folds relu
+# into the product before it). The kernel passes g where y is not <= 0, so a NaN input passes
 # its gradient through, as in PyTorch
 def _relu_grad(c, g, x, y):
-    return g * _mask(x)
+    return g * _mask(y)
 
 
 def _sigmoid_grad(c, g, x, y):
@@ -290,7 +292,7 @@ def _tanh_grad(c, g, x, y):
     return g * (1.0 - y * y)
 
 
-_relu_backward = _fused_grad("relu", _relu_grad)
+_relu_backward = _fused_grad("relu", _relu_grad, reads="y")
 _sigmoid_backward = _fused_grad("sigmoid", _sigmoid_grad, reads="y")
 _tanh_backward = _fused_grad("tanh", _tanh_grad, reads="y")
 
