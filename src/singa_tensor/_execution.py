@@ -41,6 +41,9 @@ class ExecutionContext:
     name = "execution context"
     # ops that have a form for tracing (a traced nonzero instead of a host read) ask this
     tracing = False
+    # whether a kernel may take a table of buffer pointers (the optimizers' list kernels):
+    # the context then follows the buffers through the table
+    pointer_tables = False
 
     def run_op(self, spec, node, args: tuple, attrs: dict):
         """Run spec's forward (ops/_registry.py `apply`)."""

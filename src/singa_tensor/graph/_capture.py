@@ -45,17 +45,20 @@ class GraphError(RuntimeError):
 
 class Call:
     """One kernel call: refs lists (argument index, storage id, byte offset) for the pointer
-    arguments that fall in a known storage; the others (shape arrays) are kept as they are."""
+    arguments that fall in a known storage; the others (shape arrays) are kept as they are.
+    tables lists (argument index, entry, storage id, byte offset) for the entries of pointer
+    tables (the optimizers' list kernels) that fall in one."""
 
-    __slots__ = ("symbol", "fn", "args", "refs", "touched", "versions", "be")
+    __slots__ = ("symbol", "fn", "args", "refs", "touched", "versions", "be", "tables")
 
-    def __init__(self, symbol, fn, args, refs, touched, versions=None, be=None):
+    def __init__(self, symbol, fn, args, refs, touched, versions=None, be=None, tables=()):
         self.symbol, self.fn, self.args, self.refs, self.touched = (
             symbol, fn, args, refs, touched)
         self.be = be  # the backend whose kernel this is, when known
         # storage id -> its version counter when the call ran: equal counters at two calls
         # mean no in-place write in between
         self.versions = versions
+        self.tables = tables
 
 
 class Guard:
@@ -197,6 +200,7 @@ class Recorder(ExecutionContext):
     """Active for one run; `with Recorder() as rec:` then `rec.recording`."""
 
     name = "graph capture"
+    pointer_tables = True
 
     def __init__(self) -> None:
         self.recording = Recording()
@@ -261,9 +265,18 @@ class Recorder(ExecutionContext):
     def record(self, symbol: str, fn, args: tuple, be=None) -> None:
         if self._quiet:
             return
-        refs, touched = [], set()
+        refs, touched, tables = [], set(), []
         for i, a in enumerate(args):
-            if isinstance(a, _CData) and _ffi.typeof(a).kind in ("pointer", "array"):
+            if not isinstance(a, _CData):
+                continue
+            t = _ffi.typeof(a)
+            if t.kind == "array" and t.item.kind == "pointer":  # a table of buffer pointers
+                for j in range(len(a)):
+                    hit = self.lookup(address(a[j]))
+                    if hit is not None:
+                        tables.append((i, j, hit[0], hit[1]))
+                        touched.add(hit[0])
+            elif t.kind in ("pointer", "array"):
                 hit = self.lookup(address(a))
                 if hit is not None:
                     refs.append((i, hit[0], hit[1]))
@@ -284,7 +297,8 @@ class Recorder(ExecutionContext):
                         break
         storages = rec.storages
         rec.calls.append(Call(symbol, fn, args, refs, frozenset(touched),
-                              {sid: storages[sid].version for sid in touched}, be))
+                              {sid: storages[sid].version for sid in touched}, be,
+                              tuple(tables)))
 
     def _note_writes(self, touched=()) -> None:
         rec = self.recording

@@ -192,6 +192,15 @@ class Graph:
             for i, sid, off in c.refs:
                 if sid in temps:
                     args[i] = _ffi.cast("void *", base[sid] + off)
+            for i in {i for i, _, sid, _ in c.tables if sid in temps}:
+                # a table with entries in the arena: a copy pointing there (the recorded one
+                # keeps the addresses the recording ran on)
+                table = args[i]
+                ffi = c.be.ffi
+                args[i] = ffi.new(ffi.typeof(table), [table[j] for j in range(len(table))])
+                for k, j, sid, off in c.tables:
+                    if k == i and sid in temps:
+                        args[i][j] = ffi.cast(ffi.typeof(table).item, base[sid] + off)
             self.calls.append((c.fn, args, c.symbol))
         self.rng = rec.rng
         self.updates = rec.updates

@@ -109,8 +109,9 @@ def _version_at(calls, sid, p, u, version):
 
 def _renamed(c: Call, old: int, new: int) -> Call:
     refs = [(i, new if sid == old else sid, off) for i, sid, off in c.refs]
+    tables = tuple((i, j, new if sid == old else sid, off) for i, j, sid, off in c.tables)
     touched = frozenset((c.touched - {old}) | {new})
-    return Call(c.symbol, c.fn, c.args, refs, touched, c.versions, c.be)
+    return Call(c.symbol, c.fn, c.args, refs, touched, c.versions, c.be, tables)
 
 
 def renumber(rec, new_index: list) -> None:

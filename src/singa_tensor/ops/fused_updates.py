@@ -84,10 +84,15 @@ def sgd_step_(p: Tensor, g: Tensor, buf: Tensor | None, *, lr: float, momentum: 
 def multi_ready(p: Tensor, g: Tensor, *states, rule: str = "sgd") -> bool:
     """Whether p, its gradient and its state can join one multi-tensor update call of `rule`
     ("sgd" or "adam"): a backend with that list kernel (the CPU's), float32 or float64,
-    everything contiguous, one dtype and shape; and no graph capture or trace running, which
-    records kernels one tensor at a time. Otherwise the per-parameter functions above serve p."""
-    if _execution.running_count or p.dtype.name not in _FLOATS:
+    everything contiguous, one dtype and shape; and no context running that cannot follow
+    buffers through a table of pointers (an ONNX trace; graph capture can). Otherwise the
+    per-parameter functions above serve p."""
+    if p.dtype.name not in _FLOATS:
         return False
+    if _execution.running_count:
+        ex = _execution.current()
+        if ex is not None and not ex.pointer_tables:
+            return False
     for t in (g, *states):
         if t is not None and (t.dtype is not p.dtype or t._shape != p._shape or not t._contig
                               or t._device != p._device):
