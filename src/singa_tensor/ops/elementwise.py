@@ -697,6 +697,13 @@ def _bool_binary(name: str, a: Tensor, b: Tensor) -> Tensor:
     return (logical_or if name in ("add", "maximum") else logical_and)(a, b)
 
 
+def _pair(c, grad_a, grad_b) -> tuple:
+    """The two input gradients of a binary op, each computed only if its input needs one
+    (x * 2.5 or x ** 2 leave the constant's gradient, a whole tensor op or several, undone)."""
+    need = c.needs_input_grad
+    return (grad_a() if need[0] else None, grad_b() if len(need) > 1 and need[1] else None)
+
+
 def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=False,
               differentiable=True, domain=(-3.0, 3.0), b_domain=None, dtypes=None,
               grad_domain=None, doc="", saves="abo", method=False, reflected=(),
@@ -819,14 +826,17 @@ add = binary_op("add", "Add", lambda c, g, a, b, o: (g, g), np.add, saves="",
                     "        >>> st.add(st.tensor([1, 2]), 10).tolist()\n        [11, 12]\n",
                 method=("add", "__add__"), reflected="__radd__",
                 inplace=("add_", "__iadd__"))
-sub = binary_op("sub", "Sub", lambda c, g, a, b, o: (g, -g), np.subtract, saves="",
+sub = binary_op("sub", "Sub", lambda c, g, a, b, o: _pair(c, lambda: g, lambda: -g), np.subtract,
+                saves="",
                 method=("sub", "subtract", "__sub__"),
                 reflected="__rsub__", inplace=("sub_", "__isub__"))
-mul = binary_op("mul", "Mul", lambda c, g, a, b, o: (g * b, g * a), np.multiply, saves="ab",
+mul = binary_op("mul", "Mul", lambda c, g, a, b, o: _pair(c, lambda: g * b, lambda: g * a),
+                np.multiply, saves="ab",
                 method=("mul", "multiply", "__mul__"),
                 reflected="__rmul__", inplace=("mul_", "__imul__"))
 true_divide = binary_op(
-    "div", "Div", lambda c, g, a, b, o: (g / b, g * o / b * -1.0), np.divide,
+    "div", "Div", lambda c, g, a, b, o: _pair(c, lambda: g / b, lambda: g * o / b * -1.0),
+    np.divide,
     float_only=True, b_domain=(0.5, 3.0), saves="bo",
     doc="a / b, always true (float) division, with broadcasting.\n\n    Example:\n"
         "        >>> import singa_tensor as st\n"
@@ -839,7 +849,7 @@ _floor_divide = binary_op(
 
 
 def _remainder_grad(c, g, a, b, o):
-    return g, g * -floor_divide(a, b)
+    return _pair(c, lambda: g, lambda: g * -floor_divide(a, b))
 
 
 _remainder = binary_op("remainder", "Mod", _remainder_grad, np.mod, b_domain=(0.5, 3.0),
@@ -847,10 +857,11 @@ _remainder = binary_op("remainder", "Mod", _remainder_grad, np.mod, b_domain=(0.
 
 
 def _pow_grad(c, g, a, b, o):
-    ga = g * b * pow(a, b - 1.0)
-    logs = where(eq(a, 0.0), 0.0, log(where(eq(a, 0.0), 1.0, a)))
-    gb = g * o * logs
-    return ga, gb
+    def gb():
+        logs = where(eq(a, 0.0), 0.0, log(where(eq(a, 0.0), 1.0, a)))
+        return g * o * logs
+
+    return _pair(c, lambda: g * b * pow(a, b - 1.0), gb)
 
 
 def _np_pow(a, b):
@@ -863,12 +874,12 @@ _pow = binary_op("pow", "Pow", _pow_grad, _np_pow, domain=(0.2, 3.0), b_domain=(
 
 def _max_grad(c, g, a, b, o):
     m = cast(gt(a, b), g.dtype) + cast(eq(a, b), g.dtype) * 0.5
-    return g * m, g * (1.0 - m)
+    return _pair(c, lambda: g * m, lambda: g * (1.0 - m))
 
 
 def _min_grad(c, g, a, b, o):
     m = cast(lt(a, b), g.dtype) + cast(eq(a, b), g.dtype) * 0.5
-    return g * m, g * (1.0 - m)
+    return _pair(c, lambda: g * m, lambda: g * (1.0 - m))
 
 
 maximum = binary_op("maximum", "Max", _max_grad, np.maximum, method=True, inplace=True)
@@ -877,12 +888,12 @@ minimum = binary_op("minimum", "Min", _min_grad, np.minimum, method=True, inplac
 
 def _fmax_grad(c, g, a, b, o):  # the NaN-ignoring max: where b is NaN the result is a
     m = cast(logical_or(gt(a, b), isnan(b)), g.dtype) + cast(eq(a, b), g.dtype) * 0.5
-    return g * m, g * (1.0 - m)
+    return _pair(c, lambda: g * m, lambda: g * (1.0 - m))
 
 
 def _fmin_grad(c, g, a, b, o):
     m = cast(logical_or(lt(a, b), isnan(b)), g.dtype) + cast(eq(a, b), g.dtype) * 0.5
-    return g * m, g * (1.0 - m)
+    return _pair(c, lambda: g * m, lambda: g * (1.0 - m))
 
 
 fmax = binary_op("fmax", None, _fmax_grad, np.fmax, method=True,
@@ -899,7 +910,7 @@ fmin = binary_op("fmin", None, _fmin_grad, np.fmin, method=True,
 
 def _atan2_grad(c, g, a, b, o):
     r2 = a * a + b * b
-    return g * b / r2, g * -a / r2
+    return _pair(c, lambda: g * b / r2, lambda: g * -a / r2)
 
 
 atan2 = binary_op(
@@ -911,7 +922,8 @@ atan2 = binary_op(
     method=("atan2", "arctan2"), inplace=("atan2_", "arctan2_"))
 arctan2 = atan2
 hypot = binary_op(
-    "hypot", None, lambda c, g, a, b, o: (g * a / o, g * b / o), np.hypot, float_only=True,
+    "hypot", None, lambda c, g, a, b, o: _pair(c, lambda: g * a / o, lambda: g * b / o),
+    np.hypot, float_only=True,
     doc="sqrt(a^2 + b^2) without overflow or underflow in the squares.\n\n"
         "    Example:\n        >>> import singa_tensor as st\n"
         "        >>> st.hypot(st.tensor([3.0, 1e200], dtype=st.float64), 4.0).tolist()\n"
@@ -930,7 +942,9 @@ copysign = binary_op(
         "        >>> st.copysign(st.tensor([1.0, -2.0, 3.0]), st.tensor([-1.0, 1.0, -0.0]))"
         ".tolist()\n        [-1.0, 2.0, -3.0]\n",
     method=True, inplace=True)
-_fmod = binary_op("fmod", "Mod", lambda c, g, a, b, o: (g, g * -trunc(a / b)), np.fmod,
+_fmod = binary_op("fmod", "Mod", lambda c, g, a, b, o: _pair(c, lambda: g,
+                                                               lambda: g * -trunc(a / b)),
+                  np.fmod,
                   b_domain=(0.5, 3.0), domain=(-5.0, 5.0), saves="ab")
 
 
