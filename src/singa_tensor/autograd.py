@@ -213,8 +213,9 @@ class Node:
         self._saved = None
         self._freed = True
         # drop attributes a forward stored for backward (they may hold large tensors)
-        for k in [k for k in self.__dict__ if not k.startswith("_") and k not in _NODE_KEEP]:
-            del self.__dict__[k]
+        d = self.__dict__
+        for k in [k for k in d if k[0] != "_" and k not in _NODE_KEEP]:
+            del d[k]
 
     def register_hook(self, out_idx: int, fn: Callable) -> None:
         if self._hooks is None:
@@ -494,19 +495,22 @@ def _propagate(roots, root_grads, retain_graph: bool, create_graph: bool, captur
                 if capture is None and slot[0] is not None and leaf is not None:
                     _accumulate_leaf(leaf, slot[0], create_graph)
             elif needed is None or node in needed:
-                if any(s is not None for s in slot):
-                    node_inputs = _materialize(node, slot)
+                # one output (most nodes): its gradient is there; several: the missing ones
+                # are zeros, unless all are missing
+                if slot[0] is not None if len(slot) == 1 else any(s is not None for s in slot):
+                    node_inputs = slot if len(slot) == 1 else _materialize(node, slot)
                     in_grads = node.apply(node_inputs)
-                    if not isinstance(in_grads, tuple):
+                    if in_grads.__class__ is not tuple:
                         in_grads = (in_grads,)
-                    if len(in_grads) < len(node.next):
-                        in_grads = in_grads + (None,) * (len(node.next) - len(in_grads))
                     for e, g in zip(node.next, in_grads):
                         if e is None or g is None:
                             continue
                         nxt, idx = e
-                        nslot = grads.setdefault(nxt, [None] * nxt.n_outputs)
-                        _accumulate(nslot, idx, _match(g, nxt, idx, node))
+                        nslot = grads.get(nxt)
+                        if nslot is None:
+                            nslot = grads[nxt] = [None] * nxt.n_outputs
+                        g = _match(g, nxt, idx, node)
+                        nslot[idx] = g if nslot[idx] is None else nslot[idx] + g
                     # drop this node's gradients now: a leaf can then tell whether anything
                     # else still holds the gradient it receives (see _exclusive)
                     node_inputs = in_grads = g = None
