@@ -14,6 +14,7 @@ Rows:
   optimizer state included, and for graph mode its arena): graph / eager.
 
     python bench/bench_graph.py            # 3 rounds, median of 30 steps (10 for ResNet-18)
+    python bench/bench_graph.py --calls    # and where each replay's time goes, by kind of call
     python bench/bench_graph.py --quick
 """
 
@@ -89,12 +90,40 @@ print(json.dumps(out))
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+# kinds of recorded calls, by their kernel's name
+KINDS = (("matrix products", ("gemm", "onednn_linear")), ("optimizer update", ("_step",)),
+         ("convolution", ("forward", "backward_data", "backward_weights", "im2col", "col2im")),
+         ("attention", ("attention",)), ("norms", ("norm",)), ("cross entropy", ("xent",)))
+
+
+def call_profile(graph_step, replays: int = 30) -> dict:
+    """ms per replay by kind of call: every recorded call of the latest recording timed on its
+    own, in the recorded order, the median over `replays` runs of the whole sequence (the
+    optimizer updates run too: training goes on)."""
+    calls = graph_step._latest.graph.calls
+    times = [[] for _ in calls]
+    for _ in range(replays):
+        for k, (fn, call_args, _) in enumerate(calls):
+            t0 = time.perf_counter()
+            fn(*call_args)
+            times[k].append(time.perf_counter() - t0)
+    kinds: dict = {}
+    for (_, _, symbol), t in zip(calls, times):
+        kind = next((name for name, keys in KINDS if any(key in symbol for key in keys)),
+                    "everything else")
+        kinds[kind] = kinds.get(kind, 0.0) + statistics.median(t) * 1e3
+    return kinds
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternating rounds of the training-step rows (default 3)")
+    ap.add_argument("--calls", action="store_true",
+                    help="also time each recorded call of the training steps' replays (median "
+                         "of 30 replays) and print the totals by kind of call")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--torch-python", default=os.environ.get("BENCH_TORCH_PYTHON", sys.executable),
@@ -167,6 +196,8 @@ def main() -> int:
         if ratios:
             ranges[label] = (statistics.median(ratios), min(ratios), max(ratios))
         rows.append((label, e, g, t))
+    profiles = [(label, call_profile(graph_step)) for label, _, graph_step in models] \
+        if args.calls else []
     models.clear()
 
     # 100 elementwise ops on 1000 elements
@@ -237,6 +268,10 @@ def main() -> int:
         met = "" if tg is None or not t else (f"  (target <= {tg}x: "
                                                f"{'met' if ratio <= tg else 'NOT met'})")
         print(f"{name:<34}{e:>10.3f}{g:>10.3f}{tcol}{g / e:>12.2f}x{gt}{spread}{met}")
+    for label, kinds in profiles:
+        total = sum(kinds.values())
+        parts = ", ".join(f"{k} {v:.3f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
+        print(f"{label}: recorded calls, one at a time, {total:.3f} ms: {parts}")
     print(f"ResNet-18 b16 peak bytes in use during a step: eager {eager_peak / 2**20:.1f} MiB, "
           f"graph {graph_peak / 2**20:.1f} MiB (graph/eager {graph_peak / eager_peak:.2f}x; "
           f"arena {arena_r / 2**20:.1f} MiB, {calls_r} calls)")
