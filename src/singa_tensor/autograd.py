@@ -633,7 +633,6 @@ def _accumulate_leaf(leaf, g, create_graph: bool) -> None:
 
 def _root_grads(tensors, grad_tensors, op: str):
     from . import creation
-    from .ops._registry import copy_into
 
     out = []
     for t, g in zip(tensors, grad_tensors):
@@ -650,9 +649,8 @@ def _root_grads(tensors, grad_tensors, op: str):
                     f"{op}: grad can be implicitly created only for scalar outputs; the output "
                     f"has shape {tuple(t.shape)}, so pass a gradient of that shape"
                 )
-            # d(out)/d(out) = 1, filled from the cached scalar operand without ones()'s checks
-            g = Tensor._empty(t._shape, t.dtype, t._device, t._be)
-            copy_into(creation.scalar_tensor(1, t.dtype, t.device), g)
+            # d(out)/d(out) = 1, filled from the cached scalar 1 without ones()'s checks
+            g = creation._fill(Tensor._empty(t._shape, t.dtype, t._device, t._be), 1)
         elif not isinstance(g, Tensor):
             g = creation.tensor(g, dtype=t.dtype, device=t.device)
         if g.shape != t.shape:
