@@ -500,7 +500,7 @@ def _propagate(roots, root_grads, retain_graph: bool, create_graph: bool, captur
                 if slot[0] is not None if len(slot) == 1 else any(s is not None for s in slot):
                     node_inputs = slot if len(slot) == 1 else _materialize(node, slot)
                     in_grads = node.apply(node_inputs)
-                    if in_grads.__class__ is not tuple:
+                    if not isinstance(in_grads, tuple):
                         in_grads = (in_grads,)
                     for e, g in zip(node.next, in_grads):
                         if e is None or g is None:

@@ -277,9 +277,8 @@ def _fused_grad(op: str, composed, reads: str = "x"):
 
 # relu, sigmoid and tanh: one gradient kernel each (functors.h), the formula in Tensor ops
 # under create_graph. relu's gradient reads the output, as PyTorch's does: it is positive (or
-# NaN) exactly where the input is, so the input need not be kept (graph mode then folds relu
-# into the product before it). The kernel passes g where y is not <= 0, so a NaN input passes
-# its gradient through, as in PyTorch
+# NaN) exactly where the input is, so the input need not be kept. The kernel passes g where y
+# is not <= 0, so a NaN input passes its gradient through, as in PyTorch
 def _relu_grad(c, g, x, y):
     return g * _mask(y)
 
@@ -699,7 +698,8 @@ def _bool_binary(name: str, a: Tensor, b: Tensor) -> Tensor:
 
 def _pair(c, grad_a, grad_b) -> tuple:
     """The two input gradients of a binary op, each computed only if its input needs one
-    (x * 2.5 or x ** 2 leave the constant's gradient, a whole tensor op or several, undone)."""
+    (x * c and x / c with a constant c leave c's gradient, one or more whole-tensor ops,
+    undone)."""
     need = c.needs_input_grad
     return (grad_a() if need[0] else None, grad_b() if len(need) > 1 and need[1] else None)
 
