@@ -3,6 +3,7 @@
 // temporary each. The per-element rules (PyTorch's) live in functors.h, shared with CUDA.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "common.h"
@@ -76,10 +77,21 @@ struct AdamRule {
         l2(decoupled ? T(0) : T(wd)), shrink(decoupled ? T(1 - lr * wd) : T(1)),
         step(T(lr / bias1)), sqrt_bias2(T(std::sqrt(bias2))), maximize(maxi) {}
   void operator()(T* p, const T* g, T* m, T* v, T* vmax, int64_t s, int64_t e) const {
+    // the rule's values as locals: read through `this`, every store to p, m or v might
+    // change them (same type), and the loop would not vectorise
+    const T b1 = tb1, b2 = tb2, k1 = c1, k2 = c2, ep = te, wd = l2, sh = shrink, st = step,
+            sb = sqrt_bias2;
+    const bool maxi = maximize;
+    if (vmax == nullptr) {
 #pragma omp simd
-    for (int64_t i = s; i < e; ++i)
-      adam_element(p[i], g[i], m[i], v[i], vmax ? vmax + i : nullptr, tb1, tb2, c1, c2, te, l2,
-                   shrink, step, sqrt_bias2, maximize);
+      for (int64_t i = s; i < e; ++i)
+        adam_element(p[i], g[i], m[i], v[i], static_cast<T*>(nullptr), b1, b2, k1, k2, ep, wd,
+                     sh, st, sb, maxi);
+    } else {
+#pragma omp simd
+      for (int64_t i = s; i < e; ++i)
+        adam_element(p[i], g[i], m[i], v[i], vmax + i, b1, b2, k1, k2, ep, wd, sh, st, sb, maxi);
+    }
   }
 };
 
@@ -103,12 +115,32 @@ void adam_multi(T* const* p, const T* const* g, T* const* m, T* const* v, T* con
 template <class T>
 void rmsprop(T* p, const T* g, T* sq, T* buf, T* gavg, int64_t n, double lr, double alpha,
              double eps, double wd, double mom, bool maximize) {
-  const T a = T(lr), al = T(alpha), c = T(1 - alpha), te = T(eps), d = T(wd), mo = T(mom);
+  const T a0 = T(lr), al0 = T(alpha), c0 = T(1 - alpha), te0 = T(eps), d0 = T(wd), mo0 = T(mom);
   parallel_for(n, 4, [&](int64_t s, int64_t e) {
+    // locals, not the captured references (which stores to p might change), and one loop
+    // per optional buffer, so that each loop vectorises
+    const T a = a0, al = al0, c = c0, te = te0, d = d0, mo = mo0;
+    const bool maxi = maximize;
+    if (buf == nullptr && gavg == nullptr) {
 #pragma omp simd
-    for (int64_t i = s; i < e; ++i)
-      rmsprop_element(p[i], g[i], sq[i], buf ? buf + i : nullptr, gavg ? gavg + i : nullptr, a,
-                      al, c, te, d, mo, maximize);
+      for (int64_t i = s; i < e; ++i)
+        rmsprop_element(p[i], g[i], sq[i], static_cast<T*>(nullptr), static_cast<T*>(nullptr),
+                        a, al, c, te, d, mo, maxi);
+    } else if (gavg == nullptr) {
+#pragma omp simd
+      for (int64_t i = s; i < e; ++i)
+        rmsprop_element(p[i], g[i], sq[i], buf + i, static_cast<T*>(nullptr), a, al, c, te, d,
+                        mo, maxi);
+    } else if (buf == nullptr) {
+#pragma omp simd
+      for (int64_t i = s; i < e; ++i)
+        rmsprop_element(p[i], g[i], sq[i], static_cast<T*>(nullptr), gavg + i, a, al, c, te, d,
+                        mo, maxi);
+    } else {
+#pragma omp simd
+      for (int64_t i = s; i < e; ++i)
+        rmsprop_element(p[i], g[i], sq[i], buf + i, gavg + i, a, al, c, te, d, mo, maxi);
+    }
   });
 }
 
@@ -155,17 +187,21 @@ template <class Tag>
 void adam_half(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v, uint16_t* vmax,
                int64_t n, double lr, double b1, double b2, double eps, double wd, bool decoupled,
                bool maximize, double bias1, double bias2) {
-  const float tb1 = float(b1), tb2 = float(b2), c1 = float(1 - b1), c2 = float(1 - b2);
-  const float te = float(eps), l2 = decoupled ? 0.0f : float(wd);
-  const float shrink = decoupled ? float(1 - lr * wd) : 1.0f;
-  const float step = float(lr / bias1), sqrt_bias2 = float(std::sqrt(bias2));
+  const float tb10 = float(b1), tb20 = float(b2), c10 = float(1 - b1), c20 = float(1 - b2);
+  const float te0 = float(eps), l20 = decoupled ? 0.0f : float(wd);
+  const float shrink0 = decoupled ? float(1 - lr * wd) : 1.0f;
+  const float step0 = float(lr / bias1), sqrt_bias20 = float(std::sqrt(bias2));
   parallel_for(n, 4, [&](int64_t s, int64_t e) {
+    // locals, not the captured references, so that the loops vectorise
+    const float tb1 = tb10, tb2 = tb20, c1 = c10, c2 = c20, te = te0, l2 = l20;
+    const float shrink = shrink0, step = step0, sqrt_bias2 = sqrt_bias20;
+    const bool maxi = maximize;
     if (vmax == nullptr) {
 #pragma omp simd
       for (int64_t i = s; i < e; ++i) {
         float pi = cast_load<Tag>(p[i]), mi = cast_load<Tag>(m[i]), vi = cast_load<Tag>(v[i]);
         adam_element(pi, cast_load<Tag>(g[i]), mi, vi, static_cast<float*>(nullptr), tb1, tb2,
-                     c1, c2, te, l2, shrink, step, sqrt_bias2, maximize);
+                     c1, c2, te, l2, shrink, step, sqrt_bias2, maxi);
         p[i] = cast_store<Tag>(pi);
         m[i] = cast_store<Tag>(mi);
         v[i] = cast_store<Tag>(vi);
@@ -176,7 +212,7 @@ void adam_half(uint16_t* p, const uint16_t* g, uint16_t* m, uint16_t* v, uint16_
         float pi = cast_load<Tag>(p[i]), mi = cast_load<Tag>(m[i]), vi = cast_load<Tag>(v[i]);
         float xi = cast_load<Tag>(vmax[i]);
         adam_element(pi, cast_load<Tag>(g[i]), mi, vi, &xi, tb1, tb2, c1, c2, te, l2, shrink,
-                     step, sqrt_bias2, maximize);
+                     step, sqrt_bias2, maxi);
         p[i] = cast_store<Tag>(pi);
         m[i] = cast_store<Tag>(mi);
         v[i] = cast_store<Tag>(vi);
@@ -190,30 +226,47 @@ template <class Tag>
 void rmsprop_half(uint16_t* p, const uint16_t* g, uint16_t* sq, uint16_t* buf, uint16_t* gavg,
                   int64_t n, double lr, double alpha, double eps, double wd, double mom,
                   bool maximize) {
-  const float a = float(lr), al = float(alpha), c = float(1 - alpha), te = float(eps);
-  const float d = float(wd), mo = float(mom);
-  parallel_for(n, 4, [&](int64_t s, int64_t e) {
+  const float a0 = float(lr), al0 = float(alpha), c0 = float(1 - alpha), te0 = float(eps);
+  const float d0 = float(wd), mo0 = float(mom);
+  // one loop per optional buffer (kBuf, kAvg), with locals for the constants, so that it
+  // vectorises
+  auto run = [&](auto has_buf, auto has_avg, int64_t s, int64_t e) {
+    constexpr bool kBuf = decltype(has_buf)::value, kAvg = decltype(has_avg)::value;
+    const float a = a0, al = al0, c = c0, te = te0, d = d0, mo = mo0;
+    const bool maxi = maximize;
+#pragma omp simd
     for (int64_t i = s; i < e; ++i) {
       float pi = cast_load<Tag>(p[i]), si = cast_load<Tag>(sq[i]);
-      float bi = buf ? cast_load<Tag>(buf[i]) : 0.0f, ai = gavg ? cast_load<Tag>(gavg[i]) : 0.0f;
-      rmsprop_element(pi, cast_load<Tag>(g[i]), si, buf ? &bi : nullptr, gavg ? &ai : nullptr, a,
-                      al, c, te, d, mo, maximize);
+      float bi = kBuf ? cast_load<Tag>(buf[i]) : 0.0f, ai = kAvg ? cast_load<Tag>(gavg[i]) : 0.0f;
+      rmsprop_element(pi, cast_load<Tag>(g[i]), si, kBuf ? &bi : nullptr, kAvg ? &ai : nullptr,
+                      a, al, c, te, d, mo, maxi);
       p[i] = cast_store<Tag>(pi);
       sq[i] = cast_store<Tag>(si);
-      if (buf) buf[i] = cast_store<Tag>(bi);
-      if (gavg) gavg[i] = cast_store<Tag>(ai);
+      if (kBuf) buf[i] = cast_store<Tag>(bi);
+      if (kAvg) gavg[i] = cast_store<Tag>(ai);
     }
+  };
+  parallel_for(n, 4, [&](int64_t s, int64_t e) {
+    using Y = std::true_type;
+    using N = std::false_type;
+    if (buf == nullptr && gavg == nullptr) run(N{}, N{}, s, e);
+    else if (gavg == nullptr) run(Y{}, N{}, s, e);
+    else if (buf == nullptr) run(N{}, Y{}, s, e);
+    else run(Y{}, Y{}, s, e);
   });
 }
 
 template <class Tag>
 void adagrad_half(uint16_t* p, const uint16_t* g, uint16_t* sum, int64_t n, double clr,
                   double eps, double wd, bool maximize) {
-  const float a = float(clr), te = float(eps), d = float(wd);
+  const float a0 = float(clr), te0 = float(eps), d0 = float(wd);
   parallel_for(n, 4, [&](int64_t s, int64_t e) {
+    const float a = a0, te = te0, d = d0;  // locals, so that the loop vectorises
+    const bool maxi = maximize;
+#pragma omp simd
     for (int64_t i = s; i < e; ++i) {
       float pi = cast_load<Tag>(p[i]), si = cast_load<Tag>(sum[i]);
-      adagrad_element(pi, cast_load<Tag>(g[i]), si, a, te, d, maximize);
+      adagrad_element(pi, cast_load<Tag>(g[i]), si, a, te, d, maxi);
       p[i] = cast_store<Tag>(pi);
       sum[i] = cast_store<Tag>(si);
     }
