@@ -7,7 +7,8 @@ Rows:
   the environment this script was started with, not the one singa_tensor's import leaves).
   The two libraries take turns over --rounds rounds (PyTorch first in even rounds), since a
   shared machine's speed drifts by tens of percent within minutes; each round gives one
-  ratio, and the table shows the median ratio with the rounds' range.
+  ratio, and the table shows the median ratio with the rounds' range. Within a round each
+  mode's steps run back to back (eager, then graph), as PyTorch's do in its process.
 - A chain of 100 elementwise ops on 1000-element tensors (no autograd): the per-op overhead.
 - ResNet-18 (CIFAR form), batch 16: step time (eager and graph steps interleaved), and the
   allocator's peak bytes in use during one step (after warm-up; parameters, gradients and
@@ -164,16 +165,20 @@ def main() -> int:
     def ours_round() -> dict:
         out = {}
         for label, step, graph_step in models:
-            for _ in range(2):  # back from the other process's turn
-                step()
-                graph_step()
-            times_e, times_g = [], []
-            for _ in range(args.steps):
-                for fn, into in ((step, times_e), (graph_step, times_g)):
+            # each mode's steps run back to back, as a user runs them and as PyTorch's are
+            # timed: steps of the other mode in between would leave their buffers in the
+            # caches
+            times = []
+            for fn in (step, graph_step):
+                for _ in range(2):  # back from the other process's or mode's turn
+                    fn()
+                into = []
+                for _ in range(args.steps):
                     t0 = time.perf_counter()
                     fn()
                     into.append(time.perf_counter() - t0)
-            out[label] = (statistics.median(times_e) * 1e3, statistics.median(times_g) * 1e3)
+                times.append(statistics.median(into) * 1e3)
+            out[label] = tuple(times)
         return out
 
     rounds = []  # (ours {label: (eager, graph)}, PyTorch's {label: ms})

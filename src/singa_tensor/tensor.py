@@ -445,8 +445,9 @@ class Tensor(_Methods):
                             f"shape {self._shape}")
         return str(self)
 
-    def __hash__(self) -> int:
-        return id(self)
+    # identity, as a tensor's `==` is elementwise: a tensor keys a dict (optimizer state,
+    # hooks) by the object itself; object's own hash does that without a Python call
+    __hash__ = object.__hash__
 
     def __iter__(self):
         if not self._shape:

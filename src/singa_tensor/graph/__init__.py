@@ -77,8 +77,11 @@ def _flatten(out, into: list):
 
 def _rebuild(spec, tensors: list):
     kind, body = spec
-    if kind == "T":
-        return tensors[body].detach().clone()
+    if kind == "T":  # a copy of its own, without autograd history
+        t = tensors[body]
+        out = Tensor._empty(t._shape, t.dtype, t._device, t._be)
+        copy_into(t, out)
+        return out
     if kind == "V":
         return body
     if kind is dict:
@@ -124,14 +127,14 @@ class _Entry:
             if isinstance(a, Tensor):
                 copy_into(a.detach(), static)
         g = self.graph
-        if g.stale():
+        # held until the replay ends: a collection during it must not free what it reads
+        pinned = g.pin()
+        if pinned is None:
             if self.step.on_change == "raise":
                 raise GraphError("compile: a tensor the step read from outside (a parameter, "
                                  "a buffer, optimizer state) was replaced since recording; "
                                  "on_change='raise' forbids recording again")
             return self.record(args)
-        # held until the replay ends: a collection during it must not free what it reads
-        pinned = g.held()  # noqa: F841
         if not g.early_checks_hold():
             if self.step.on_change == "raise":
                 raise GraphError(f"compile: a value read on the host while recording changed "
@@ -139,6 +142,7 @@ class _Entry:
                                  f"on_change='raise' forbids recording again")
             return self.record(args)
         g.replay()
+        del pinned
         return _rebuild(self.out_spec, self.outputs)
 
 

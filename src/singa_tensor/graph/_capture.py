@@ -65,13 +65,19 @@ class Guard:
     """A host read at position `pos` (calls before it): replaying must see decide(read()) ==
     expected, or the step's Python code might take another path."""
 
-    __slots__ = ("pos", "read", "decide", "expected", "storages", "where")
+    __slots__ = ("pos", "read", "decide", "expected", "storages", "where", "raw")
 
-    def __init__(self, pos, read, decide, expected, storages, where):
+    def __init__(self, pos, read, decide, expected, storages, where, raw=None):
         self.pos, self.read, self.decide, self.expected = pos, read, decide, expected
         self.storages, self.where = storages, where
+        # (a numpy view of the memory read, its bytes when recorded) when the host read the
+        # values where they lie: equal bytes are equal values, checked without a tensor
+        self.raw = raw
 
     def holds(self) -> bool:
+        raw = self.raw
+        if raw is not None and raw[0].tobytes() == raw[1]:
+            return True
         value = self.read()
         got = self.decide(value) if self.decide is not None else np.array(value, copy=True)
         return _same(got, self.expected)
@@ -111,15 +117,28 @@ def fingerprint(optimizer) -> tuple:
     """The optimizer's scalar hyper-parameters and scalar per-parameter state: what its update
     kernels take as arguments and what step() changes on the host (Adam's step count)."""
     out = []
-    for g in optimizer.param_groups:
-        out.append(tuple((k, v) for k, v in g.items()
-                         if k != "params" and isinstance(v, (int, float, bool, str, tuple))))
+    add = out.append
+    state = optimizer.state
+    for g in optimizer.param_groups:  # (a replay computes this once per step: no generators)
+        add(tuple([kv for kv in g.items() if kv[0] != "params" and (
+            type(kv[1]) in _HYPER_EXACT or isinstance(kv[1], _HYPER_TYPES))]))
         for p in g["params"]:
-            st = optimizer.state.get(p)
+            st = state.get(p)
             if st:
-                out.append(tuple((k, v) for k, v in st.items()
-                                 if isinstance(v, (int, float, bool))))
+                for kv in st.items():  # most values are the state's tensors: skipped
+                    v = kv[1]
+                    if type(v) in _STATE_EXACT or (type(v) is not Tensor
+                                                   and isinstance(v, _STATE_TYPES)):
+                        add((id(p), kv[0], v))
     return tuple(out)
+
+
+_HYPER_TYPES = (int, float, bool, str, tuple)
+# the common exact types first (an isinstance test of five types is the slow part); None
+# counts too: a flag such as `foreach` set from None after recording changes the update
+_HYPER_EXACT = frozenset(_HYPER_TYPES + (type(None),))
+_STATE_TYPES = (int, float, bool)
+_STATE_EXACT = frozenset(_STATE_TYPES)
 
 
 def _where() -> str:
@@ -392,10 +411,15 @@ class Recorder(ExecutionContext):
             self._read_tensors.append(t)
             return
         source, read = self._source(t)
+        expected = np.array(value, copy=True)
+        raw = None
+        held = getattr(t._storage, "array", None)  # a host storage's memory
+        if source is t and isinstance(held, np.ndarray) and isinstance(value, np.ndarray) \
+                and np.may_share_memory(value, held):
+            raw = (value, expected.tobytes())
         self.recording.guards.append(Guard(
-            len(self.recording.calls), lambda: read()._numpy(), None,
-            np.array(value, copy=True), frozenset((self.add_storage(source._storage, False),)),
-            _where()))
+            len(self.recording.calls), lambda: read()._numpy(), None, expected,
+            frozenset((self.add_storage(source._storage, False),)), _where(), raw))
 
     def _source(self, t: Tensor):
         """(the tensor whose values t holds, a function giving them again as a host tensor):

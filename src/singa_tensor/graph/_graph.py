@@ -362,6 +362,16 @@ class Graph:
                 "failed": sum(sg.failed is not None for sg in segs),
                 "launches": sum(len(sg.calls) for sg in segs if sg.captured is not None)}
 
+    def pin(self) -> list | None:
+        """The storages from before the step that the recording reads, held strongly while a
+        replay runs (a collection during it must not free them); None when one of them is gone
+        (the recording is stale)."""
+        out = [r() for r in self.externals]
+        for s in out:
+            if s is None:
+                return None
+        return out
+
     def held(self) -> list:
         """Every storage the recording points at outside its arena."""
         return list(self.keep.values()) + [s for s in (r() for r in self.externals)
