@@ -126,6 +126,73 @@ def test_adam_and_scheduler_updates_run_eagerly_when_their_scalars_change():
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
 
 
+def _count_eager_updates(monkeypatch):
+    from singa_tensor.graph import _graph
+
+    seen = []
+    orig = _graph.Graph._eager_update
+    monkeypatch.setattr(_graph.Graph, "_eager_update",
+                        lambda self, u: (seen.append(u), orig(self, u)))
+    return seen
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: optim.Adam(ps, lr=1e-2),
+    lambda ps: optim.AdamW(ps, lr=1e-2, weight_decay=0.1, amsgrad=True),
+    lambda ps: optim.Adam(ps, lr=1e-2, foreach=False),  # one kernel call per parameter
+    lambda ps: optim.RMSprop(ps, lr=1e-2, centered=True, momentum=0.5),
+    lambda ps: optim.Adagrad(ps, lr=1e-1, lr_decay=0.3),
+], ids=["adam", "adamw-amsgrad", "adam-per-tensor", "rmsprop", "adagrad-lr-decay"])
+def test_step_counted_updates_replay_without_running_step(make, monkeypatch):
+    # Adam's bias corrections and Adagrad's decayed rate follow the step count, which step()
+    # advances on the host: the replay advances the counts itself and rewrites the update
+    # call's arguments, so the optimizer's Python step() runs only in the eager steps
+    eager_updates = _count_eager_updates(monkeypatch)
+    results = []
+    for graph in (False, True):
+        st.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
+        opt = make(list(model.parameters()))
+        fn = _step_fn(model, opt)
+        fn = st.compile(fn) if graph else fn
+        rng = np.random.default_rng(1)
+        losses = [fn(st.tensor(rng.standard_normal((4, 6), dtype=np.float32)),
+                     st.tensor(rng.integers(0, 3, 4))).item() for _ in range(7)]
+        steps = [opt.state[p]["step"] for p in model.parameters()]
+        results.append((losses, [p.detach().cpu().numpy().copy() for p in model.parameters()],
+                        steps))
+    assert fn.replays == 5 and eager_updates == []
+    (le, pe, se), (lg, pg, sg) = results
+    assert se == sg == [7] * 4
+    assert lg == pytest.approx(le, rel=1e-6, abs=1e-7)
+    for a, b in zip(pe, pg):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_step_counted_updates_run_eagerly_when_the_recorded_step_made_state(monkeypatch):
+    # recorded on the first step, the update also made Adam's moments (zeros): replaying
+    # that would zero them again, so each replay runs step() in Python, and a changed
+    # learning rate does the same
+    eager_updates = _count_eager_updates(monkeypatch)
+    results = []
+    for graph in (False, True):
+        st.manual_seed(0)
+        model = nn.Linear(4, 3)
+        opt = optim.Adam(model.parameters(), lr=1e-2)
+        fn = _step_fn(model, opt)
+        fn = st.compile(fn, warmup=0) if graph else fn
+        rng = np.random.default_rng(2)
+        for i in range(5):
+            if i == 3:
+                opt.param_groups[0]["lr"] = 5e-3
+            fn(st.tensor(rng.standard_normal((2, 4), dtype=np.float32)),
+               st.tensor(rng.integers(0, 3, 2)))
+        results.append([p.detach().cpu().numpy().copy() for p in model.parameters()])
+    assert fn.replays == 4 and len(eager_updates) == 4
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
 def test_memory_plan_never_aliases_live_tensors():
     # poison fills every temporary with NaN bits once its last call ran: any plan that let
     # two live tensors share bytes would change the results
@@ -233,6 +300,26 @@ def test_guards_from_inputs_record_again_and_others_explain():
                                          r"differ"):
         h(st.ones(2))  # s is 2: the sum reads 4
     assert s.tolist() == [2.0, 2.0]  # the step had partly run, as the message says
+
+
+def test_guards_compare_values_where_the_bytes_differ():
+    # a guard first compares the bytes it read with the recorded ones; other bytes with the
+    # same value (-0.0 against 0.0) still hold, a different value records again
+    w = st.ones(2)
+
+    def f(x):
+        return x * 2 if (w * x).sum().item() >= 0 else x * 3
+
+    g = st.compile(f, warmup=0)
+    assert g(st.zeros(2)).tolist() == [0.0, 0.0]  # recorded: the sum read 0.0
+    assert g(st.tensor([-0.0, -0.0])).tolist() == [-0.0, -0.0]  # reads -0.0: holds
+    assert g._latest.records == 1 and g.replays == 1
+    graph = g._latest.graph
+    guards = graph.early_guards + [x for v in graph.late.values() for x in v]
+    # on the CPU the host read is a view of the memory the replay writes: bytes to compare
+    assert guards and all((x.raw is not None) == (w.device.type == "cpu") for x in guards)
+    assert g(st.tensor([1.0, -3.0])).tolist() == [3.0, -9.0]  # reads -2.0: records again
+    assert g._latest.records == 2
 
 
 def test_early_guard_calls_run_once_and_stay_when_the_step_reads_them():

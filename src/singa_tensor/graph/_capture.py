@@ -102,25 +102,50 @@ class RngTake:
         self.call = self.arg = None
 
 
-class Update:
-    """An optimizer.step() that ran between calls [start, end)."""
+class Counter:
+    """A step count on the host that an optimizer's step() advanced by one in each dict of
+    `states` (all to the same value) before it launched call `call`, whose scalar arguments
+    follow from the count: a replay advances the counts as step() would and has
+    patch(args, count) rewrite that call's arguments."""
 
-    __slots__ = ("optimizer", "start", "end", "before", "after", "grads")
+    __slots__ = ("call", "states", "key", "patch")
+
+    def __init__(self, call, states, key, patch):
+        self.call, self.states, self.key, self.patch = call, states, key, patch
+
+
+class Update:
+    """An optimizer.step() that ran between calls [start, end). `counters`: the step counts
+    a replay advances itself (`Counter`); `counted` names them (id of the state dict, key),
+    and the fingerprints leave them out."""
+
+    __slots__ = ("optimizer", "start", "end", "before", "after", "grads", "counters",
+                 "counted", "keys")
 
     def __init__(self, optimizer, start, before):
         self.optimizer, self.start, self.before = optimizer, start, before
         self.end = self.after = None
         self.grads: list = []
+        self.counters: list[Counter] = []
+        self.counted: frozenset = frozenset()
+        self.keys = _state_keys(optimizer)
 
 
-def fingerprint(optimizer) -> tuple:
+def _state_keys(optimizer) -> set:
+    """(id of a state dict, key) of every value of the optimizer's state."""
+    return {(id(st), k) for st in list(optimizer.state.values()) for k in st}
+
+
+def fingerprint(optimizer, skip: frozenset = frozenset()) -> tuple:
     """The optimizer's scalar hyper-parameters and scalar per-parameter state: what its update
-    kernels take as arguments and what step() changes on the host (Adam's step count)."""
-    out = []
-    add = out.append
+    kernels take as arguments and what step() changes on the host (Adam's step count), as
+    (hyper-parameters of each group, ((id of a state dict, key, value), ...)); the state
+    values named in `skip` (id of the state dict, key) are left out."""
+    groups, states = [], []
+    add = states.append
     state = optimizer.state
     for g in optimizer.param_groups:  # (a replay computes this once per step: no generators)
-        add(tuple([kv for kv in g.items() if kv[0] != "params" and (
+        groups.append(tuple([kv for kv in g.items() if kv[0] != "params" and (
             type(kv[1]) in _HYPER_EXACT or isinstance(kv[1], _HYPER_TYPES))]))
         for p in g["params"]:
             st = state.get(p)
@@ -129,8 +154,9 @@ def fingerprint(optimizer) -> tuple:
                     v = kv[1]
                     if type(v) in _STATE_EXACT or (type(v) is not Tensor
                                                    and isinstance(v, _STATE_TYPES)):
-                        add((id(p), kv[0], v))
-    return tuple(out)
+                        if not skip or (id(st), kv[0]) not in skip:
+                            add((id(st), kv[0], v))
+    return tuple(groups), tuple(states)
 
 
 _HYPER_TYPES = (int, float, bool, str, tuple)
@@ -454,9 +480,25 @@ class Recorder(ExecutionContext):
     def end_update(self, optimizer) -> None:
         u = self._open_updates.pop()
         u.end = len(self.recording.calls)
-        u.after = fingerprint(optimizer)
+        # a step that made state (a first step, a buffer for an option switched on) recorded
+        # the calls that made it too: it runs eagerly on every replay, its counts uncounted
+        if _state_keys(optimizer) != u.keys:
+            u.counters = []
+        u.counted = frozenset((id(s), c.key) for c in u.counters for s in c.states)
+        if u.counted:
+            u.before = (u.before[0], tuple(e for e in u.before[1]
+                                           if (e[0], e[1]) not in u.counted))
+        u.after = fingerprint(optimizer, u.counted)
         u.grads = [(p, p.grad) for g in optimizer.param_groups for p in g["params"]]
         self.recording.updates.append(u)
+
+    def host_counter(self, states: list, key: str, patch) -> None:
+        """The optimizer step being recorded advanced states[i][key] by one, then launched
+        the latest call, whose arguments patch(args, count) sets for another count."""
+        if self._quiet or not self._open_updates or not self.recording.calls:
+            return
+        self._open_updates[-1].counters.append(
+            Counter(len(self.recording.calls) - 1, list(states), key, patch))
 
     # ---- memory and host traffic -----------------------------------------------------------
     def tensor_made(self, t: Tensor) -> None:

@@ -91,7 +91,9 @@ def fuse_calls(rec, calls: list, temps: set) -> list:
         barriers.update((u.start, u.end))
     for k in positions(calls):  # nothing fuses across a collective
         barriers.update((k, k + 1))
+    # calls whose arguments a replay rewrites: random draws, counted optimizer steps
     rng_calls = {t.call for t in rec.rng if t.call is not None}
+    rng_calls.update(c.call for u in rec.updates for c in u.counters)
     # how many calls touch each storage: a chain's intermediate that nothing else touches
     # needs no memory
     uses: dict[int, int] = {}
@@ -121,6 +123,8 @@ def fuse_calls(rec, calls: list, temps: set) -> list:
         g.pos = at(g.pos)
     for u in rec.updates:
         u.start, u.end = at(u.start), at(u.end)
+        for c in u.counters:
+            c.call = at(c.call)
     for t in rec.rng:
         if t.call is not None:
             t.call = at(t.call)

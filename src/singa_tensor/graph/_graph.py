@@ -285,6 +285,10 @@ class Graph:
         skip = {}
         for u in eager_updates:
             skip[u.start] = u
+        counted = {}  # the replayed updates whose step counts the program advances
+        for u in self.updates:
+            if u.counters and u.start not in skip:
+                counted.setdefault(u.start, []).append(u)
         prog, index = [], []  # index: the call position of each item, None for Python
         dying = {}
         if self.poison:
@@ -301,6 +305,9 @@ class Graph:
                 index.append(None)
                 i = u.end
                 continue
+            for u in counted.get(i, ()):
+                prog.append((self._advance, (u,)))
+                index.append(None)
             if i == n:
                 break
             if i not in self.early_only:
@@ -313,6 +320,7 @@ class Graph:
             i += 1
         if self.cuda_graphs:
             varying = {take.call for take in self.rng if take.call is not None}
+            varying.update(c.call for u in self.updates for c in u.counters)
             prog = into_segments(prog, index, varying, self.segments)
         return prog
 
@@ -327,6 +335,16 @@ class Graph:
     def _eager_update(self, u) -> None:
         self.restore_grads((u,))
         u.optimizer.step()
+
+    def _advance(self, u) -> None:
+        """Advance the step counts of a replayed update, as its step() would, and set its
+        calls' arguments that follow from them (Adam's bias corrections)."""
+        calls = self.calls
+        for c in u.counters:
+            key = c.key
+            for st in c.states:
+                st[key] += 1
+            c.patch(calls[c.call][1], c.states[0][key])
 
     def draw_again(self) -> None:
         """Take every recorded random draw again from its generator, into its call."""
@@ -390,7 +408,7 @@ class Graph:
     def replay(self) -> None:
         self.draw_again()
         eager = [u for u in self.updates
-                 if u.before != u.after or fingerprint(u.optimizer) != u.before]
+                 if u.before != u.after or fingerprint(u.optimizer, u.counted) != u.before]
         if eager:
             key = tuple(u.start for u in eager)
             prog = self._programs.get(key)

@@ -120,6 +120,8 @@ def renumber(rec, new_index: list) -> None:
         g.pos = new_index[g.pos]
     for u in rec.updates:
         u.start, u.end = new_index[u.start], new_index[u.end]
+        for c in u.counters:
+            c.call = new_index[c.call]
     for t in rec.rng:
         if t.call is not None:
             t.call = new_index[t.call]

@@ -60,6 +60,22 @@ def _finish(writes: list, work: list) -> None:
             w._storage.version += 1
 
 
+def _counted(states: list | None, patch) -> None:
+    """An optimizer's step() advanced states[i]["step"] by one before the kernel call just
+    launched, and patch(args, count) gives that call's arguments for another count: a graph
+    recording then replays the call with the counts advanced instead of running step()
+    again in Python."""
+    if states is None or not _execution.running_count:
+        return
+    hook = getattr(_execution.current(), "host_counter", None)
+    if hook is not None:
+        hook(states, "step", patch)
+
+
+def _no_patch(args: list, count: int) -> None:
+    """For a kernel whose arguments do not depend on the step count (RMSprop's)."""
+
+
 def _ptr(ref: Tensor, t: Tensor | None):
     """t's data pointer, or the backend's NULL for an absent optional operand."""
     return ptr(t) if t is not None else ref._be.ffi.NULL
@@ -131,11 +147,21 @@ def sgd_multi_step_(params: list, grads: list, bufs: list, *, lr: float, momentu
     _bump(params, bufs)
 
 
+def _adam_patch(first: int, beta1: float, beta2: float):
+    """Sets the bias corrections, arguments first and first + 1, for a step count."""
+    def patch(args: list, step: int) -> None:
+        args[first] = 1 - beta1 ** step
+        args[first + 1] = 1 - beta2 ** step
+    return patch
+
+
 def adam_multi_step_(params: list, grads: list, exp_avgs: list, exp_avg_sqs: list,
                      max_exp_avg_sqs: list, *, lr: float, beta1: float, beta2: float, eps: float,
-                     weight_decay: float, decoupled: bool, maximize: bool, step: int) -> None:
+                     weight_decay: float, decoupled: bool, maximize: bool, step: int,
+                     counted: list | None = None) -> None:
     """adam_step_ over a list of parameters that share the step count, in one kernel call;
-    every parameter and its state must pass multi_ready, all of one dtype."""
+    every parameter and its state must pass multi_ready, all of one dtype. `counted`: the
+    state dicts whose "step" the caller advanced to `step` (see `_counted`)."""
     if not params:
         return
     p0 = params[0]
@@ -144,15 +170,17 @@ def adam_multi_step_(params: list, grads: list, exp_avgs: list, exp_avg_sqs: lis
         _table(p0, max_exp_avg_sqs), p0._be.int64_array([p.numel() for p in params]),
         len(params), lr, beta1, beta2, eps, weight_decay, int(decoupled), int(maximize),
         1 - beta1 ** step, 1 - beta2 ** step)
+    _counted(counted, _adam_patch(14, beta1, beta2))
     _bump(params, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)
 
 
 def adam_step_(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor,
                max_exp_avg_sq: Tensor | None, *, lr: float, beta1: float, beta2: float,
                eps: float, weight_decay: float, decoupled: bool, maximize: bool,
-               step: int) -> bool:
+               step: int, counted: list | None = None) -> bool:
     """Adam/AdamW in place on p and its moments (amsgrad when max_exp_avg_sq is given); step
-    is the 1-based step count used for the bias corrections."""
+    is the 1-based step count used for the bias corrections (`counted`: as in
+    adam_multi_step_)."""
     prep = _prepare("adam_step_", p, g, (exp_avg, exp_avg_sq, max_exp_avg_sq))
     if prep is None:
         return False
@@ -161,15 +189,18 @@ def adam_step_(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor,
     kernel(p, "adam_step")(ptr(pw), ptr(g), ptr(mw), ptr(vw), _ptr(p, xw), p.numel(), lr,
                            beta1, beta2, eps, weight_decay, int(decoupled), int(maximize),
                            1 - beta1 ** step, 1 - beta2 ** step)
+    _counted(counted, _adam_patch(13, beta1, beta2))
     _finish(writes, work)
     return True
 
 
 def rmsprop_step_(p: Tensor, g: Tensor, square_avg: Tensor, momentum_buffer: Tensor | None,
                   grad_avg: Tensor | None, *, lr: float, alpha: float, eps: float,
-                  weight_decay: float, momentum: float, maximize: bool) -> bool:
+                  weight_decay: float, momentum: float, maximize: bool,
+                  counted: list | None = None) -> bool:
     """RMSprop in place (centered when grad_avg is given, with momentum when momentum_buffer
-    is given)."""
+    is given). `counted`: the state dicts whose "step" the caller advanced (the kernel does
+    not read it)."""
     prep = _prepare("rmsprop_step_", p, g, (square_avg, momentum_buffer, grad_avg))
     if prep is None:
         return False
@@ -177,14 +208,17 @@ def rmsprop_step_(p: Tensor, g: Tensor, square_avg: Tensor, momentum_buffer: Ten
     pw, sw, bw, aw = work
     kernel(p, "rmsprop_step")(ptr(pw), ptr(g), ptr(sw), _ptr(p, bw), _ptr(p, aw), p.numel(), lr,
                               alpha, eps, weight_decay, momentum, int(maximize))
+    _counted(counted, _no_patch)
     _finish(writes, work)
     return True
 
 
 def adagrad_step_(p: Tensor, g: Tensor, state_sum: Tensor, *, clr: float, eps: float,
-                  weight_decay: float, maximize: bool) -> bool:
+                  weight_decay: float, maximize: bool, counted: list | None = None,
+                  lr: float = 0.0, lr_decay: float = 0.0) -> bool:
     """Adagrad in place on p and the running sum of squared gradients, with the decayed
-    learning rate clr."""
+    learning rate clr. `counted`: the state dicts whose "step" the caller advanced, clr
+    being lr / (1 + (step - 1) * lr_decay)."""
     prep = _prepare("adagrad_step_", p, g, (state_sum,))
     if prep is None:
         return False
@@ -192,5 +226,9 @@ def adagrad_step_(p: Tensor, g: Tensor, state_sum: Tensor, *, clr: float, eps: f
     pw, sw = work
     kernel(p, "adagrad_step")(ptr(pw), ptr(g), ptr(sw), p.numel(), clr, eps, weight_decay,
                               int(maximize))
+    if counted is not None:
+        def patch(args: list, step: int) -> None:
+            args[4] = lr / (1 + (step - 1) * lr_decay)  # Adagrad's decayed rate, as step()'s
+        _counted(counted, patch)
     _finish(writes, work)
     return True

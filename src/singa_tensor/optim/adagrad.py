@@ -63,7 +63,8 @@ class Adagrad(Optimizer):
             clr = lr / (1 + (state["step"] - 1) * lr_decay)
             if fused_updates.adagrad_step_(p, g, state["sum"], clr=clr, eps=eps,
                                            weight_decay=group["weight_decay"],
-                                           maximize=group["maximize"]):
+                                           maximize=group["maximize"], counted=[state],
+                                           lr=lr, lr_decay=lr_decay):
                 continue
             # composed path, for dtypes without a fused kernel
             g = with_weight_decay(-g if group["maximize"] else g, p, group["weight_decay"])

@@ -68,7 +68,8 @@ class Adam(Optimizer):
         decoupled = bool(group.get("decoupled_weight_decay", self._decoupled))
         hyper = dict(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd,
                      decoupled=decoupled, maximize=group["maximize"])
-        lists: dict = {}  # (dtype, step) -> lists of params, grads and states for one call
+        # (dtype, step) -> lists of params, grads and states for one call, and the state dicts
+        lists: dict = {}
         multi = group.get("foreach") is not False
         for p, g in self._grads(group):
             state = self.state[p]
@@ -85,12 +86,12 @@ class Adam(Optimizer):
             vmax = state["max_exp_avg_sq"] if group["amsgrad"] else None
             if multi and fused_updates.multi_ready(p, g, state["exp_avg"], state["exp_avg_sq"],
                                                    vmax, rule="adam"):
-                for lst, t_ in zip(lists.setdefault((p.dtype, t), ([], [], [], [], [])),
-                                   (p, g, state["exp_avg"], state["exp_avg_sq"], vmax)):
+                for lst, t_ in zip(lists.setdefault((p.dtype, t), ([], [], [], [], [], [])),
+                                   (p, g, state["exp_avg"], state["exp_avg_sq"], vmax, state)):
                     lst.append(t_)
                 continue
             if fused_updates.adam_step_(p, g, state["exp_avg"], state["exp_avg_sq"], vmax,
-                                        step=t, **hyper):
+                                        step=t, counted=[state], **hyper):
                 continue
             # composed path, for dtypes without a fused kernel
             if group["maximize"]:
@@ -112,7 +113,7 @@ class Adam(Optimizer):
             denom = (second.sqrt() / bias_correction2_sqrt).add_(eps)
             add_scaled_(p, exp_avg / denom, -step_size)
         for (_, t), lsts in lists.items():
-            fused_updates.adam_multi_step_(*lsts, step=t, **hyper)
+            fused_updates.adam_multi_step_(*lsts[:5], step=t, counted=lsts[5], **hyper)
 
 
 class AdamW(Adam):

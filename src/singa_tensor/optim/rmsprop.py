@@ -62,7 +62,7 @@ class RMSprop(Optimizer):
                     p, g, state["square_avg"], state["momentum_buffer"] if momentum > 0 else None,
                     state["grad_avg"] if group["centered"] else None, lr=lr, alpha=alpha, eps=eps,
                     weight_decay=group["weight_decay"], momentum=momentum,
-                    maximize=group["maximize"]):
+                    maximize=group["maximize"], counted=[state]):
                 continue
             # composed path, for dtypes without a fused kernel
             g = with_weight_decay(-g if group["maximize"] else g, p, group["weight_decay"])
