@@ -176,3 +176,8 @@ __all__ += ["amp", "cpu", "GradScaler", "autocast", "clear_autocast_cache",
 
 # PyTorch's torch.linalg and torch.distributions namespaces (top layer, built on all above)
 from . import distributions, linalg  # noqa: E402
+
+# PyTorch's out= keyword on the functions that take it there (st.add(a, b, out=c))
+from ._out import install as _install_out  # noqa: E402
+
+_install_out(globals())

@@ -93,10 +93,11 @@ def unary_op(name, onnx, backward, reference, *, domain=(-3.0, 3.0), int_ok=Fals
     function of the two attrs returning such a string picks them per call. method, inplace:
     the Tensor methods it provides (True for its own name, or the names).
 
-    Example (elementwise.py declares exp so; st.exp is the function returned):
+    Example (elementwise.py declares exp so; st.exp is the function returned, with PyTorch's
+    out= added by the package):
         >>> import singa_tensor as st
         >>> spec = st.op_registry["exp"]
-        >>> spec.fn is st.exp, spec.kind, spec.onnx, st.tensor([0.0]).exp().tolist()
+        >>> spec.fn is st.exp.__wrapped__, spec.kind, spec.onnx, st.tensor([0.0]).exp().tolist()
         (True, 'unary', 'Exp', [1.0])
     """
     attr_names = tuple(a for a, _ in attrs)
@@ -707,14 +708,15 @@ def _pair(c, grad_a, grad_b) -> tuple:
 def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=False,
               differentiable=True, domain=(-3.0, 3.0), b_domain=None, dtypes=None,
               grad_domain=None, doc="", saves="abo", method=False, reflected=(),
-              inplace=False):
+              inplace=False, alpha=False):
     """Declare and register a broadcasting binary op running kernel st_<name>_<dtype> (one line
     of the ABI header's binary list and one functor); returns its public function.
 
     backward(ctx, g, a, b, out) returns the two gradients before broadcasting is undone (the
     helper sums them back to each input's shape); reference is the numpy definition. Operands
     are promoted as in PyTorch (a Python number takes the tensor's dtype). method, inplace,
-    reflected: the Tensor methods and operators it provides."""
+    reflected: the Tensor methods and operators it provides. alpha: the function and its
+    methods take PyTorch's `alpha=` (b is scaled by it first: add and sub)."""
     class Spec(OpSpec):
         pass
 
@@ -817,19 +819,53 @@ def binary_op(name, onnx, backward, reference, *, float_only=False, out_bool=Fal
     )
     Spec.fn = staticmethod(fn)
     register(Spec)
-    return declare_methods(fn, name, method, inplace, reflected, "inplace_binary")
+    if not alpha:
+        return declare_methods(fn, name, method, inplace, reflected, "inplace_binary")
+    plain = fn
+
+    def fn(a, b, *, alpha=1) -> Tensor:
+        if alpha != 1:
+            b = _alpha_scaled(name, a, b, alpha)
+        return plain(a, b)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = plain.__doc__
+    # the operators (and the in-place forms, which take alpha themselves) call the op
+    # directly: alpha= is for the function and the named methods
+    names = (method,) if isinstance(method, str) else tuple(method)
+    declare_methods(plain, name, tuple(m for m in names if m.startswith("__")), inplace,
+                    reflected, "inplace_binary")
+    return declare_methods(fn, name, tuple(m for m in names if not m.startswith("__")))
+
+
+def _alpha_scaled(name: str, a, b, alpha):
+    """alpha * b for add/sub's alpha=, with PyTorch's check on integer operands."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise TypeError(f"{name}(): alpha must be a number, got {type(alpha).__name__}")
+    ints = [x.dtype.is_floating_point is False for x in (a, b) if isinstance(x, Tensor)]
+    if isinstance(alpha, float) and ints and all(ints) and not any(
+            isinstance(x, float) for x in (a, b)):
+        raise RuntimeError(f"{name}(): for integral input tensors, argument alpha must not be a "
+                           f"floating point number")
+    return b * alpha
 
 
 add = binary_op("add", "Add", lambda c, g, a, b, o: (g, g), np.add, saves="",
-                doc="a + b with broadcasting.\n\n    Example:\n"
+                doc="a + alpha * b with broadcasting (alpha defaults to 1).\n\n    Example:\n"
                     "        >>> import singa_tensor as st\n"
-                    "        >>> st.add(st.tensor([1, 2]), 10).tolist()\n        [11, 12]\n",
+                    "        >>> st.add(st.tensor([1, 2]), 10).tolist()\n        [11, 12]\n"
+                    "        >>> st.add(st.tensor([1.0, 2.0]), st.ones(2), alpha=0.5).tolist()\n"
+                    "        [1.5, 2.5]\n",
                 method=("add", "__add__"), reflected="__radd__",
-                inplace=("add_", "__iadd__"))
+                inplace=("add_", "__iadd__"), alpha=True)
 sub = binary_op("sub", "Sub", lambda c, g, a, b, o: _pair(c, lambda: g, lambda: -g), np.subtract,
                 saves="",
+                doc="a - alpha * b with broadcasting (alpha defaults to 1).\n\n    Example:\n"
+                    "        >>> import singa_tensor as st\n"
+                    "        >>> st.sub(st.tensor([5, 7]), st.tensor([1, 2]), alpha=2).tolist()\n"
+                    "        [3, 3]\n",
                 method=("sub", "subtract", "__sub__"),
-                reflected="__rsub__", inplace=("sub_", "__isub__"))
+                reflected="__rsub__", inplace=("sub_", "__isub__"), alpha=True)
 mul = binary_op("mul", "Mul", lambda c, g, a, b, o: _pair(c, lambda: g * b, lambda: g * a),
                 np.multiply, saves="ab",
                 method=("mul", "multiply", "__mul__"),
