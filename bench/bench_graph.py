@@ -2,7 +2,8 @@
 
 Rows:
 - The MLP, Transformer LM and ResNet-style training steps of bench_train.py (forward, cross
-  entropy, backward, SGD with momentum), eager and replayed, beside PyTorch's eager step
+  entropy, backward, SGD with momentum; the MLP also with AdamW, whose step count a replay
+  advances itself), eager and replayed, beside PyTorch's eager step
   (timed in a child process, as in bench_train.py, with the same thread count, started with
   the environment this script was started with, not the one singa_tensor's import leaves).
   The two libraries take turns over --rounds rounds (PyTorch first in even rounds), since a
@@ -57,8 +58,11 @@ def _chain(mod, x, ops: int = 100):
 # the training steps of bench_train.py that graph mode is measured on against PyTorch's eager
 # step: (row label, bench_train.MODELS name, target ratio graph/torch from issue 20)
 STEPS = [("MLP 784-512-512-10 b64 step", "MLP 784-512-512-10 b64", 0.6),
+         ("MLP b64 step, AdamW", "MLP 784-512-512-10 b64", None),
          ("Transformer LM seq64 b8 step", "Transformer LM 2x128 seq64 b8", 0.8),
          ("ResNet-style 3 blocks b16 step", "ResNet-style 3 blocks b16", 0.8)]
+# rows whose step updates with another optimizer than SGD with momentum
+OPTIMIZERS = {"MLP b64 step, AdamW": "adamw"}
 
 
 def _torch_side(args) -> dict:
@@ -66,13 +70,13 @@ def _torch_side(args) -> dict:
 import json, sys, time, statistics, numpy as np, torch
 sys.path.insert(0, {HERE!r})
 torch.set_num_threads({THREADS})
-from bench_graph import _median_ms, _chain, STEPS
+from bench_graph import _median_ms, _chain, STEPS, OPTIMIZERS
 from bench_train import Lib, MODELS, make_step
 lib = Lib(torch, "torch")
 out = {{}}
 for label, name, _ in STEPS:
     _, builder, batch, _ = next(m for m in MODELS if m[0] == name)
-    step, _ = make_step(lib, builder, batch, 0)
+    step, _ = make_step(lib, builder, batch, 0, OPTIMIZERS.get(label, "sgd"))
     out[label] = _median_ms(step, {args.warmup}, {args.steps})
 x = torch.from_numpy(np.random.default_rng(0).standard_normal(1000).astype(np.float32))
 with torch.no_grad():
@@ -152,8 +156,8 @@ def main() -> int:
     models = []
     for label, name, _ in STEPS:
         _, builder, batch, _ = next(m for m in MODELS if m[0] == name)
-        step, _ = make_step(lib, builder, batch, 0)
-        step_g, _ = make_step(lib, builder, batch, 0)
+        step, _ = make_step(lib, builder, batch, 0, OPTIMIZERS.get(label, "sgd"))
+        step_g, _ = make_step(lib, builder, batch, 0, OPTIMIZERS.get(label, "sgd"))
         graph_step = st.compile(step_g)
         for _ in range(args.warmup):
             step()

@@ -234,9 +234,10 @@ def init_weights(lib: Lib, model, seed: int) -> None:
 PRECISION = ["f32"]
 
 
-def make_step(lib: Lib, builder, batch, seed: int):
+def make_step(lib: Lib, builder, batch, seed: int, optimizer: str = "sgd"):
     """Build the model, optimizer and fixed batch; return (step fn -> loss tensor, model).
-    `batch` is a batch maker (images/tokens) or, for image models, an input shape."""
+    `batch` is a batch maker (images/tokens) or, for image models, an input shape.
+    optimizer: "sgd" (with momentum) or "adamw" (lr 1e-3, weight decay 0.01)."""
     rng = np.random.default_rng(seed)
     if isinstance(batch, tuple):
         batch = images(batch)
@@ -244,7 +245,10 @@ def make_step(lib: Lib, builder, batch, seed: int):
     model = builder(lib)
     init_weights(lib, model, seed + 1)
     model.train()
-    opt = lib.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    if optimizer == "adamw":
+        opt = lib.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    else:
+        opt = lib.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
 
     def step():
         opt.zero_grad()

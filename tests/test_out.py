@@ -140,7 +140,7 @@ def test_out_errors_name_the_function():
 
 
 def test_out_on_another_device_is_refused(cuda):
-    a = st.ones(2)
+    a = st.ones(2, device="cpu")
     with pytest.raises(RuntimeError, match=r"add\(\): expected the out tensor on cpu, got one "
                                            r"on cuda:0"):
         st.add(a, a, out=st.empty(2, device=cuda))
