@@ -368,10 +368,6 @@ class Graph:
         arena[b.offset // 4:(b.offset + b.nbytes) // 4].fill_(float("nan"))
 
     # ---- replay -----------------------------------------------------------------------------
-    def stale(self) -> bool:
-        """True when a tensor the recording read from outside the step was replaced."""
-        return any(ref() is None for ref in self.externals)
-
     def graph_stats(self) -> dict:
         """CUDA graphs of this recording: how many runs were captured, how many failed, how
         many launches they hold."""

@@ -147,11 +147,15 @@ def sgd_multi_step_(params: list, grads: list, bufs: list, *, lr: float, momentu
     _bump(params, bufs)
 
 
+def _biases(beta1: float, beta2: float, step: int) -> tuple:
+    """Adam's bias corrections for a 1-based step count."""
+    return 1 - beta1 ** step, 1 - beta2 ** step
+
+
 def _adam_patch(first: int, beta1: float, beta2: float):
     """Sets the bias corrections, arguments first and first + 1, for a step count."""
     def patch(args: list, step: int) -> None:
-        args[first] = 1 - beta1 ** step
-        args[first + 1] = 1 - beta2 ** step
+        args[first], args[first + 1] = _biases(beta1, beta2, step)
     return patch
 
 
@@ -169,7 +173,7 @@ def adam_multi_step_(params: list, grads: list, exp_avgs: list, exp_avg_sqs: lis
         _table(p0, params), _table(p0, grads), _table(p0, exp_avgs), _table(p0, exp_avg_sqs),
         _table(p0, max_exp_avg_sqs), p0._be.int64_array([p.numel() for p in params]),
         len(params), lr, beta1, beta2, eps, weight_decay, int(decoupled), int(maximize),
-        1 - beta1 ** step, 1 - beta2 ** step)
+        *_biases(beta1, beta2, step))
     _counted(counted, _adam_patch(14, beta1, beta2))
     _bump(params, exp_avgs, exp_avg_sqs, max_exp_avg_sqs)
 
@@ -188,7 +192,7 @@ def adam_step_(p: Tensor, g: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor,
     pw, mw, vw, xw = work
     kernel(p, "adam_step")(ptr(pw), ptr(g), ptr(mw), ptr(vw), _ptr(p, xw), p.numel(), lr,
                            beta1, beta2, eps, weight_decay, int(decoupled), int(maximize),
-                           1 - beta1 ** step, 1 - beta2 ** step)
+                           *_biases(beta1, beta2, step))
     _counted(counted, _adam_patch(13, beta1, beta2))
     _finish(writes, work)
     return True
@@ -215,10 +219,10 @@ def rmsprop_step_(p: Tensor, g: Tensor, square_avg: Tensor, momentum_buffer: Ten
 
 def adagrad_step_(p: Tensor, g: Tensor, state_sum: Tensor, *, clr: float, eps: float,
                   weight_decay: float, maximize: bool, counted: list | None = None,
-                  lr: float = 0.0, lr_decay: float = 0.0) -> bool:
+                  clr_at=None) -> bool:
     """Adagrad in place on p and the running sum of squared gradients, with the decayed
     learning rate clr. `counted`: the state dicts whose "step" the caller advanced, clr
-    being lr / (1 + (step - 1) * lr_decay)."""
+    being clr_at(step)."""
     prep = _prepare("adagrad_step_", p, g, (state_sum,))
     if prep is None:
         return False
@@ -228,7 +232,7 @@ def adagrad_step_(p: Tensor, g: Tensor, state_sum: Tensor, *, clr: float, eps: f
                               int(maximize))
     if counted is not None:
         def patch(args: list, step: int) -> None:
-            args[4] = lr / (1 + (step - 1) * lr_decay)  # Adagrad's decayed rate, as step()'s
+            args[4] = clr_at(step)
         _counted(counted, patch)
     _finish(writes, work)
     return True

@@ -57,14 +57,18 @@ class Adagrad(Optimizer):
 
     def _step_group(self, group: dict) -> None:
         lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
+
+        def clr_at(step):  # the decayed rate at a step count
+            return lr / (1 + (step - 1) * lr_decay)
+
         for p, g in self._grads(group):
             state = self._init_state(p, group)
             state["step"] += 1
-            clr = lr / (1 + (state["step"] - 1) * lr_decay)
+            clr = clr_at(state["step"])
             if fused_updates.adagrad_step_(p, g, state["sum"], clr=clr, eps=eps,
                                            weight_decay=group["weight_decay"],
                                            maximize=group["maximize"], counted=[state],
-                                           lr=lr, lr_decay=lr_decay):
+                                           clr_at=clr_at):
                 continue
             # composed path, for dtypes without a fused kernel
             g = with_weight_decay(-g if group["maximize"] else g, p, group["weight_decay"])
